@@ -1,0 +1,198 @@
+"""The `labkit` command: doctor, bench, record, ref, run, model."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+#: bench name → module providing `bench_arguments(parser, name)` and `bench(args, name)` (an
+#: iterable of JSON-able dicts, one per record). Each experiment lives in its concept's module.
+BENCHES = {
+    "copy": "labkit.transfer_bench",
+    "host": "labkit.transfer_bench",
+    "pinned": "labkit.pinned",
+    "overlap": "labkit.overlap",
+    "p2p": "labkit.p2p",
+    "allreduce": "labkit.collectives_bench",
+    "ladder": "labkit.hierarchy",
+}
+
+
+def _load_bench(name: str):
+    mod_name = BENCHES[name]
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name == mod_name:
+            raise SystemExit(f"labkit bench {name}: not available in this version of labkit") from None
+        raise
+    return mod
+
+
+def cmd_doctor(args) -> int:
+    from .system import doctor_report, environment
+
+    env = environment(command="labkit doctor")
+    if args.json:
+        print(json.dumps(env, indent=2, default=str))
+    else:
+        print(doctor_report(env))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    mod = _load_bench(args.experiment)
+    records = mod.bench(args, args.experiment)
+    n = 0
+    for rec in records:
+        n += 1
+        if args.json:
+            print(json.dumps(rec, default=str), flush=True)
+        else:
+            print("  ".join(f"{k}={_fmt(v)}" for k, v in rec.items() if not isinstance(v, (list, dict))), flush=True)
+    return 0 if n else 1
+
+
+def _fmt(v):
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def cmd_ref(args) -> int:
+    from . import reference
+
+    if args.action == "list":
+        for name in reference.list_datasets(args.folder, args.kind):
+            ds = reference.load(name, args.folder)
+            m = ds.meta
+            print(f"{name:55s} {m['kind']:16s} {m['quality']}  {m['title']}")
+        return 0
+    if not args.name:
+        raise SystemExit("labkit ref show NAME: give a dataset name (see `labkit ref list`)")
+    ds = reference.load(args.name, args.folder)
+    print(reference.describe(ds))
+    if args.rows:
+        print(ds.frame.head(args.rows).to_string(index=False))
+    return 0
+
+
+def cmd_record(args) -> int:
+    from .record import record
+
+    path = record(args.out, quick=args.quick, force=args.force, only=args.only)
+    print(f"profile written to {path}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .notebooks import run_notebooks
+
+    results = run_notebooks(args.notebooks or None, out_dir=args.out, mode=args.mode, quick=args.quick,
+                            reference=args.reference, html=args.html, timeout=args.timeout)
+    failed = [r for r in results if not r["ok"]]
+    for r in results:
+        print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['notebook']}  {r['seconds']:.1f} s  -> {r['output']}"
+              + (f"\n     {r['error']}" if r.get("error") else ""))
+    return 1 if failed else 0
+
+
+def cmd_model(args) -> int:
+    from .models import allreduce_time
+    from .units import format_time, parse_size
+
+    S = parse_size(args.size)
+    kw = {}
+    if args.algorithm == "hierarchical":
+        kw = dict(gpus_per_node=args.gpus_per_node, inter_bandwidth_GBps=args.inter_bandwidth,
+                  inter_latency_s=args.inter_latency_us * 1e-6 if args.inter_latency_us is not None else None)
+    t = allreduce_time(S, args.gpus, args.bandwidth, args.latency_us * 1e-6, args.algorithm, **kw)
+    rec = {"model": f"allreduce/{args.algorithm}", "nbytes": S, "world_size": args.gpus,
+           "bandwidth_GBps_per_direction": args.bandwidth, "latency_s": args.latency_us * 1e-6, "seconds": t, **kw}
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        print(f"model: {args.algorithm} all-reduce of {args.size} on {args.gpus} GPUs at {args.bandwidth:g} GB/s "
+              f"per direction, α = {args.latency_us:g} µs: {format_time(t)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(prog="labkit", description="Measure and learn how data moves between CPUs and GPUs.")
+    p.add_argument("--version", action="version", version=f"labkit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("doctor", help="what this machine has, with plain-language warnings")
+    d.add_argument("--json", action="store_true", help="print the full environment as JSON")
+    d.set_defaults(func=cmd_doctor)
+
+    b = sub.add_parser("bench", help="run one experiment")
+    bsub = b.add_subparsers(dest="experiment", required=True)
+    for name, mod_name in BENCHES.items():
+        bp = bsub.add_parser(name, help=f"benchmark: {name}")
+        bp.add_argument("--json", action="store_true", help="one JSON record per line")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name != mod_name:
+                raise
+            continue
+        mod.bench_arguments(bp, name)
+    b.set_defaults(func=cmd_bench)
+
+    r = sub.add_parser("ref", help="reference datasets")
+    r.add_argument("action", choices=["list", "show"])
+    r.add_argument("name", nargs="?")
+    r.add_argument("--folder", help="a profile folder instead of the shipped data")
+    r.add_argument("--kind", help="only datasets of this kind")
+    r.add_argument("--rows", type=int, default=0, help="with show: print the first N rows")
+    r.set_defaults(func=cmd_ref)
+
+    rec = sub.add_parser("record", help="run every experiment this machine can and write a profile folder")
+    rec.add_argument("--out", required=True, help="profile folder to write (written atomically)")
+    rec.add_argument("--quick", action="store_true", help="smaller sweeps")
+    rec.add_argument("--force", action="store_true", help="replace an existing profile folder")
+    rec.add_argument("--only", action="append", help="record only this experiment (repeatable)")
+    rec.set_defaults(func=cmd_record)
+
+    run = sub.add_parser("run", help="execute notebooks headless with papermill")
+    run.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all six)")
+    run.add_argument("--out", default="artifacts/run", help="folder for executed notebooks and results")
+    run.add_argument("--mode", default="auto", choices=["auto", "live", "reference"])
+    run.add_argument("--quick", action="store_true")
+    run.add_argument("--reference", default=None, help="dataset name or profile folder to replay")
+    run.add_argument("--html", action="store_true", help="also export each executed notebook to HTML")
+    run.add_argument("--timeout", type=int, default=1800, help="seconds per cell before giving up")
+    run.set_defaults(func=cmd_run)
+
+    m = sub.add_parser("model", help="all-reduce cost model calculator")
+    m.add_argument("--size", required=True, help="message size, e.g. 14GB (decimal) or 1GiB")
+    m.add_argument("--gpus", type=int, required=True)
+    m.add_argument("--bandwidth", type=float, required=True, help="GB/s per GPU, per direction")
+    m.add_argument("--latency-us", type=float, default=0.0, help="α per message, µs")
+    m.add_argument("--algorithm", default="ring", choices=["ring", "tree", "naive", "recursive_doubling", "hierarchical"])
+    m.add_argument("--gpus-per-node", type=int)
+    m.add_argument("--inter-bandwidth", type=float, help="GB/s per direction between groups (hierarchical)")
+    m.add_argument("--inter-latency-us", type=float)
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_model)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, RuntimeError, FileNotFoundError, FileExistsError) as e:
+        print(f"labkit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"labkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Models: the α-β link law, collective cost models, and the interconnect spec table.
+
+Everything here is a *model*: figures that draw it must label it so.
+Symbols: α = per-message latency (s), β = per-direction bandwidth (B/s), S = bytes, N = ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import numpy as np
+
+from .units import GB
+
+
+# --------------------------------------------------------------------------- the α-β law
+@dataclasses.dataclass(frozen=True)
+class AlphaBetaFit:
+    """t(n) = α + n/β fitted to a measured sweep.
+
+    The fit minimises *relative* error (each point weighted by 1/t), because times span six
+    orders of magnitude: an unweighted fit would ignore every small size and leave α to noise.
+    """
+
+    latency_s: float  # α
+    bandwidth_GBps: float  # β, in GB/s (1e9 B/s)
+    nbytes: tuple[int, ...]
+    seconds: tuple[float, ...]
+
+    @property
+    def n_half_bytes(self) -> float:
+        """Message size at which half the asymptotic bandwidth is reached: n½ = α·β."""
+        return self.latency_s * self.bandwidth_GBps * GB
+
+    def predict(self, nbytes) -> np.ndarray | float:
+        """Predicted seconds for nbytes (scalar or array)."""
+        t = self.latency_s + np.asarray(nbytes, dtype=float) / (self.bandwidth_GBps * GB)
+        return float(t) if np.ndim(t) == 0 else t
+
+    def predict_bandwidth_GBps(self, nbytes) -> np.ndarray | float:
+        n = np.asarray(nbytes, dtype=float)
+        bw = n / self.predict(n) / GB
+        return float(bw) if np.ndim(bw) == 0 else bw
+
+    @property
+    def residuals(self) -> np.ndarray:
+        """Relative residuals (measured − model) / measured, one per point."""
+        t = np.asarray(self.seconds)
+        return (t - self.predict(np.asarray(self.nbytes))) / t
+
+    def bound(self, nbytes: float) -> str:
+        """'latency-bound' below n½, 'bandwidth-bound' above."""
+        return "latency-bound" if nbytes < self.n_half_bytes else "bandwidth-bound"
+
+    def to_dict(self) -> dict:
+        return {"latency_s": self.latency_s, "bandwidth_GBps": self.bandwidth_GBps,
+                "n_half_bytes": self.n_half_bytes,
+                "max_abs_relative_residual": float(np.max(np.abs(self.residuals)))}
+
+
+def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float]) -> AlphaBetaFit:
+    """Fit t = α + n/β to (bytes, seconds) pairs; α ≥ 0 and β > 0 are enforced."""
+    from scipy.optimize import nnls
+
+    n = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if n.shape != t.shape or n.ndim != 1:
+        raise ValueError("nbytes and seconds must be 1-D sequences of the same length")
+    if len(n) < 2 or len(np.unique(n)) < 2:
+        raise ValueError("an α-β fit needs at least two distinct sizes")
+    if np.any(~np.isfinite(t)) or np.any(t <= 0) or np.any(n <= 0):
+        raise ValueError("sizes and times must be positive and finite")
+    w = 1.0 / t
+    A = np.column_stack([np.ones_like(n), n]) * w[:, None]
+    (alpha, inv_beta), _ = nnls(A, t * w)
+    if inv_beta <= 0:
+        raise ValueError("the fit found no bandwidth term: the times do not grow with size")
+    return AlphaBetaFit(float(alpha), float(1.0 / inv_beta / GB), tuple(int(x) for x in n), tuple(float(x) for x in t))
+
+
+def fit_alpha_beta_from_bandwidth(nbytes: Sequence[float], bandwidth_GBps: Sequence[float]) -> AlphaBetaFit:
+    """Same fit for sources that print bandwidth only (bandwidthTest): t = n / bw."""
+    n = np.asarray(nbytes, dtype=float)
+    bw = np.asarray(bandwidth_GBps, dtype=float)
+    keep = bw > 0  # a printed 0.0 GB/s carries no time
+    return fit_alpha_beta(n[keep], n[keep] / (bw[keep] * GB))
+
+
+# --------------------------------------------------------------------------- collectives
+ALGORITHMS = ("ring", "tree", "naive", "recursive_doubling", "hierarchical")
+
+
+def allreduce_time(nbytes: float, world_size: int, bandwidth_GBps: float, latency_s: float = 0.0,
+                   algorithm: str = "ring", *, gpus_per_node: int | None = None,
+                   inter_bandwidth_GBps: float | None = None, inter_latency_s: float | None = None) -> float:
+    """Modelled all-reduce time in seconds.
+
+    bandwidth_GBps is per GPU, per direction (a ring sends and receives at once).
+      ring:               2(N−1)·α + 2(N−1)/N · S/β
+      naive:              2(N−1)·(α + S/β)             gather to one rank, then broadcast
+      recursive_doubling: log2(N)·(α + S/β)
+      tree:               2·log2(N)·α + 2·S/β           reduce then broadcast, pipelined
+      hierarchical:       g ranks per group, m = N/g groups (needs gpus_per_node,
+                          inter_bandwidth_GBps; inter_latency_s defaults to latency_s):
+                          intra reduce-scatter (g−1)·α + (g−1)/g · S/β
+                          + inter ring all-reduce of S/g over m groups (α_inter, β_inter)
+                          + intra all-gather, same cost as the reduce-scatter.
+    """
+    N = int(world_size)
+    if N < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    if bandwidth_GBps <= 0:
+        raise ValueError(f"bandwidth_GBps must be positive, got {bandwidth_GBps}")
+    if latency_s < 0:
+        raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}")
+    if N == 1:
+        return 0.0
+    a, S, b = latency_s, float(nbytes), bandwidth_GBps * GB
+    if algorithm == "ring":
+        return 2 * (N - 1) * a + 2 * (N - 1) / N * S / b
+    if algorithm == "naive":
+        return 2 * (N - 1) * (a + S / b)
+    if algorithm == "recursive_doubling":
+        return math.ceil(math.log2(N)) * (a + S / b)
+    if algorithm == "tree":
+        return 2 * math.ceil(math.log2(N)) * a + 2 * S / b
+    # hierarchical
+    if gpus_per_node is None or inter_bandwidth_GBps is None:
+        raise ValueError("hierarchical needs gpus_per_node= and inter_bandwidth_GBps= (inter_latency_s= optional)")
+    g = int(gpus_per_node)
+    if g < 1 or N % g:
+        raise ValueError(f"world_size {N} is not a multiple of gpus_per_node {g}")
+    m = N // g
+    a_inter = latency_s if inter_latency_s is None else inter_latency_s
+    rs = (g - 1) * a + (g - 1) / g * S / b
+    inter = allreduce_time(S / g, m, inter_bandwidth_GBps, a_inter, "ring")
+    return rs + inter + rs
+
+
+def allreduce_bytes_per_rank(nbytes: float, world_size: int) -> float:
+    """Bytes each rank sends (and receives) in a ring all-reduce: 2(N−1)/N · S."""
+    N = int(world_size)
+    if N < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    return 2 * (N - 1) / N * float(nbytes)
+
+
+# --------------------------------------------------------------------------- spec table
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A published peak figure, with its direction and where it comes from."""
+
+    name: str
+    bandwidth_GBps: float
+    direction: str  # "unidirectional" (per direction), "bidirectional" (sum of both), "aggregate"
+    level: str  # "gpu_memory", "gpu_gpu", "host_gpu", "network", "host_memory"
+    per: str  # what one figure covers: "x16 link", "GPU", "port", ...
+    source: str
+
+    def per_direction_GBps(self) -> float:
+        """The figure one direction of the link carries (bidirectional figures halved)."""
+        if self.direction == "bidirectional":
+            return self.bandwidth_GBps / 2
+        return self.bandwidth_GBps
+
+
+def _pcie(gen: int, gts: float, encoding: float, enc_text: str) -> Spec:
+    # 16 lanes × GT/s × encoding efficiency / 8 bits per byte, per direction.
+    return Spec(f"PCIe Gen{gen} x16", round(16 * gts * encoding / 8, 2), "unidirectional", "host_gpu",
+                "x16 link, one direction",
+                f"PCI-SIG PCIe {gen}.0 base spec: {gts:g} GT/s per lane, {enc_text}; 16 lanes / 8 bits "
+                "(computed; packet headers cost a further ~10-20% in practice)")
+
+
+SPECS: tuple[Spec, ...] = (
+    _pcie(3, 8.0, 128 / 130, "128b/130b encoding"),
+    _pcie(4, 16.0, 128 / 130, "128b/130b encoding"),
+    _pcie(5, 32.0, 128 / 130, "128b/130b encoding"),
+    _pcie(6, 64.0, 242 / 256, "PAM4 FLIT mode, 242 of 256 flit bytes outside FEC/CRC"),
+    Spec("NVLink 3 (A100 SXM, 12 links)", 600.0, "bidirectional", "gpu_gpu", "GPU, all links",
+         "NVIDIA A100 Tensor Core GPU datasheet: NVLink 600 GB/s (sum of both directions)"),
+    Spec("NVLink 4 (H100 SXM, 18 links)", 900.0, "bidirectional", "gpu_gpu", "GPU, all links",
+         "NVIDIA H100 Tensor Core GPU datasheet: NVLink 900 GB/s (sum of both directions)"),
+    Spec("NVLink bridge (H100 PCIe pair)", 600.0, "bidirectional", "gpu_gpu", "GPU pair",
+         "NVIDIA H100 PCIe datasheet: NVLink bridge 600 GB/s (sum of both directions)"),
+    Spec("NVLink 5 (B200, 18 links)", 1800.0, "bidirectional", "gpu_gpu", "GPU, all links",
+         "NVIDIA Blackwell datasheet: NVLink 1.8 TB/s (sum of both directions)"),
+    Spec("NVLink-C2C (GH200 CPU-GPU)", 900.0, "bidirectional", "host_gpu", "superchip",
+         "NVIDIA GH200 Grace Hopper datasheet: NVLink-C2C 900 GB/s (sum of both directions)"),
+    Spec("HBM2e (A100 80GB SXM)", 2039.0, "aggregate", "gpu_memory", "GPU",
+         "NVIDIA A100 datasheet: 2,039 GB/s memory bandwidth (reads + writes)"),
+    Spec("HBM3 (H100 SXM)", 3350.0, "aggregate", "gpu_memory", "GPU",
+         "NVIDIA H100 datasheet: 3.35 TB/s memory bandwidth (reads + writes)"),
+    Spec("HBM3e (H200)", 4800.0, "aggregate", "gpu_memory", "GPU",
+         "NVIDIA H200 datasheet: 4.8 TB/s memory bandwidth (reads + writes)"),
+    Spec("InfiniBand NDR 400 Gb/s", 50.0, "unidirectional", "network", "port, one direction",
+         "InfiniBand Trade Association: NDR 4x = 400 Gb/s per direction = 50 GB/s"),
+    Spec("InfiniBand HDR 200 Gb/s", 25.0, "unidirectional", "network", "port, one direction",
+         "InfiniBand Trade Association: HDR 4x = 200 Gb/s per direction = 25 GB/s"),
+    Spec("Ethernet 100 Gb/s", 12.5, "unidirectional", "network", "port, one direction",
+         "IEEE 802.3: 100 Gb/s per direction = 12.5 GB/s"),
+    Spec("AWS EFA (p4d, 4x100 Gb/s)", 50.0, "unidirectional", "network", "node, one direction",
+         "AWS p4d.24xlarge: 400 Gbps EFA networking = 50 GB/s per direction per node"),
+)
+
+
+def spec(name: str) -> Spec:
+    """Look a spec up by (a unique part of) its name, e.g. spec('Gen4')."""
+    hits = [s for s in SPECS if name.lower() in s.name.lower()]
+    if len(hits) != 1:
+        names = ", ".join(s.name for s in SPECS)
+        raise KeyError(f"{name!r} matches {len(hits)} specs; known: {names}")
+    return hits[0]
+
+
+def pcie_spec(gen: int, width: int = 16) -> Spec:
+    """PCIe per-direction peak for a generation and link width (scaled from the x16 figure)."""
+    if width not in (1, 2, 4, 8, 16):
+        raise ValueError(f"PCIe width must be 1, 2, 4, 8 or 16, got {width}")
+    s = spec(f"PCIe Gen{gen} x16")
+    if width == 16:
+        return s
+    return dataclasses.replace(s, name=f"PCIe Gen{gen} x{width}", bandwidth_GBps=round(s.bandwidth_GBps * width / 16, 2),
+                               per=f"x{width} link, one direction")
+
+
+def compare_to_spec(measured_GBps: float, measured_direction: str, s: Spec) -> tuple[float, list[str]]:
+    """Fraction of spec reached, with a warning when the directions differ (and the fix applied)."""
+    warnings = []
+    peak = s.bandwidth_GBps
+    if measured_direction != s.direction:
+        if measured_direction == "unidirectional" and s.direction == "bidirectional":
+            peak = s.per_direction_GBps()
+            warnings.append(f"{s.name} is quoted as {s.bandwidth_GBps:g} GB/s bidirectional; "
+                            f"compared with its per-direction {peak:g} GB/s instead")
+        else:
+            warnings.append(f"comparing a {measured_direction} measurement with a {s.direction} spec ({s.name}); "
+                            "the ratio is not meaningful")
+    return measured_GBps / peak, warnings

@@ -1,0 +1,77 @@
+"""Run the workbook's notebooks headless with papermill (and export HTML), as `labkit run` does."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+NOTEBOOKS = ("01_pcie_latency_curve", "02_pinned_vs_pageable", "03_overlap", "04_p2p_matrix",
+             "05_ring_allreduce_by_hand", "06_hierarchy_cliff")
+
+
+def notebooks_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "notebooks", here / "_notebooks"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"no notebooks folder next to {here}")
+
+
+def find_notebook(name: str) -> Path:
+    p = Path(name)
+    if p.suffix == ".ipynb" and p.exists():
+        return p
+    d = notebooks_dir()
+    hits = sorted(d.glob(f"{p.stem}*.ipynb")) or sorted(d.glob(f"*{p.stem}*.ipynb"))
+    if len(hits) != 1:
+        have = ", ".join(x.stem for x in sorted(d.glob("*.ipynb")))
+        raise FileNotFoundError(f"no single notebook matches {name!r}; have: {have}")
+    return hits[0]
+
+
+def available() -> list[Path]:
+    return [p for p in sorted(notebooks_dir().glob("*.ipynb"))]
+
+
+def run_notebook(path, out_dir, *, mode="reference", quick=True, reference=None, html=False,
+                 timeout=1800, extra_parameters: dict | None = None) -> dict:
+    """Execute one notebook; returns {notebook, ok, seconds, output, results, error}."""
+    import papermill as pm
+
+    path = Path(path)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    output = out_dir / path.name
+    results = out_dir / f"{path.stem}.results.json"
+    params = {"mode": mode, "quick": quick, "reference": None if reference is None else str(reference),
+              "results_path": str(results.resolve()), **(extra_parameters or {})}
+    os.environ["LABKIT_HEADLESS"] = "1"  # widgets render a static default view; nothing waits for a front end
+    t0 = time.perf_counter()
+    error = None
+    try:
+        pm.execute_notebook(str(path), str(output), parameters=params, cwd=str(path.parent),
+                            execution_timeout=timeout, progress_bar=False, kernel_name="python3")
+    except Exception as e:  # PapermillExecutionError carries the cell and traceback
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e}"
+    seconds = time.perf_counter() - t0
+    if html and output.exists():
+        export_html(output)
+    return {"notebook": path.stem, "ok": error is None, "seconds": seconds, "output": str(output),
+            "results": str(results) if results.exists() else None, "error": error}
+
+
+def export_html(ipynb: Path) -> Path:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(str(ipynb), as_version=4)
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    out = Path(ipynb).with_suffix(".html")
+    out.write_text(body, encoding="utf-8")
+    return out
+
+
+def run_notebooks(names=None, out_dir="artifacts/run", **kw) -> list[dict]:
+    paths = [find_notebook(n) for n in names] if names else available()
+    return [run_notebook(p, out_dir, **kw) for p in paths]

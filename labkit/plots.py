@@ -1,0 +1,91 @@
+"""Plots: every figure has a title, axis labels with units, and its data source in the legend.
+
+Styles say what a line is: measured here = solid with filled markers; recorded = thin with open
+markers; model = dashed, its label starting with "model:"; spec = dotted horizontal line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .units import format_bytes
+
+MEASURED, RECORDED, MODEL, SPEC = "measured", "recorded", "model", "spec"
+
+
+def figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float = 4.2):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    return fig, (axes[0, 0] if nrows * ncols == 1 else axes.ravel())
+
+
+def size_axis(ax, axis: str = "x") -> None:
+    """Log2 axis of message sizes with KiB/MiB/GiB tick labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    a.set_major_locator(LogLocator(base=2, numticks=40))
+    a.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v).replace(" ", "\u2009") if v >= 1 else ""))
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    span = np.log2(max(hi, 2)) - np.log2(max(lo, 1))
+    if span > 12:  # keep every 4th power of two so labels do not collide
+        a.set_major_locator(LogLocator(base=16, numticks=20))
+
+
+def line(ax, x, y, label: str, how: str = MEASURED, **kw):
+    """Draw a series in the style that says where its numbers came from."""
+    styles = {
+        MEASURED: dict(lw=2.0, marker="o", ms=4),
+        RECORDED: dict(lw=1.2, marker="s", ms=3.5, mfc="none"),
+        MODEL: dict(lw=1.5, ls="--"),
+    }
+    if how not in styles:
+        raise ValueError(f"how must be one of {list(styles)}")
+    if how == MODEL and not label.lower().startswith("model"):
+        label = f"model: {label}"
+    style = {**styles[how], **kw}
+    return ax.plot(x, y, label=label, **style)[0]
+
+
+def spec_line(ax, s, *, per_direction: bool = True, **kw):
+    """A horizontal line at a spec's peak, labelled with direction and source."""
+    value = s.per_direction_GBps() if per_direction else s.bandwidth_GBps
+    direction = "per direction" if per_direction or s.direction == "unidirectional" else s.direction
+    return ax.axhline(value, ls=":", lw=1.2, label=f"spec: {s.name}, {value:g} GB/s {direction}", **{"color": "0.4", **kw})
+
+
+def finish(ax, title: str, xlabel: str, ylabel: str, source: str | None = None, legend: bool = True):
+    """Set title and labels (units required: each label must hold a '(' unit ')' ), add the legend."""
+    for what, text in (("xlabel", xlabel), ("ylabel", ylabel)):
+        if "(" not in text or ")" not in text:
+            raise ValueError(f"{what} {text!r} has no unit in parentheses")
+    ax.set_title(title if source is None else f"{title}\n{source}", fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+    return ax
+
+
+def figure_problems(fig) -> list[str]:
+    """What a figure lacks (title, labelled axes with units, a legend or a source line) — for tests."""
+    problems = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.has_data() and not ax.images:
+            continue
+        if getattr(ax, "_colorbar", None) is not None or ax.get_label() == "<colorbar>":
+            continue
+        if not ax.get_title():
+            problems.append(f"axes {i}: no title")
+        for what in ("xlabel", "ylabel"):
+            text = getattr(ax, f"get_{what}")()
+            if not text or "(" not in text:
+                problems.append(f"axes {i}: {what} {text!r} has no unit")
+        has_source = ax.get_legend() is not None or any(w in ax.get_title().lower()
+                                                         for w in ("measured", "recorded", "model", "source"))
+        if not has_source:
+            problems.append(f"axes {i}: no legend or source in the title")
+    return problems

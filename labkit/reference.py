@@ -1,0 +1,284 @@
+"""Reference datasets: load, validate, list and write recorded measurements with provenance.
+
+A dataset is `<name>.csv` (tidy, units in column names) + `<name>.meta.json` (provenance);
+data/README.md defines the format. Files are parsed as CSV and JSON only — never pickle or eval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+SCHEMA_VERSION = 1
+
+META_FIELDS = ("schema_version", "name", "kind", "title", "system", "gpu", "gpu_count", "nodes",
+               "interconnect", "software", "date", "method", "source", "source_file", "caveats",
+               "quality", "bandwidth_direction", "provenance")
+QUALITIES = ("A", "B", "C")
+PROVENANCES = ("recorded", "measured")
+BANDWIDTH_DIRECTIONS = ("unidirectional", "bidirectional", "aggregate", "mixed", "none")
+
+# kind -> (required columns, numeric columns, allowed values for categorical columns)
+KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, tuple[str, ...]]]] = {
+    "copy_sweep": (("direction", "memory", "nbytes", "bandwidth_GBps"),
+                   ("nbytes", "bandwidth_GBps", "time_s"),
+                   {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")}),
+    "p2p_matrix": (("matrix", "p2p", "src", "dst"),
+                   ("src", "dst", "bandwidth_GBps", "latency_us"),
+                   {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"),
+                    "p2p": ("enabled", "disabled")}),
+    "allreduce_sweep": (("nbytes", "world_size", "nodes", "config"),
+                        ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps"),
+                        {}),
+    "latency_table": (("op", "world_size", "config", "time_us"), ("world_size", "nbytes", "time_us"), {}),
+    "point": (("quantity", "value", "unit", "bandwidth_direction"), ("value",), {}),
+    "overlap_run": (("scenario", "event", "stream", "start_s", "end_s"), ("start_s", "end_s"), {}),
+}
+
+
+class DatasetError(ValueError):
+    """A dataset or profile that cannot be loaded; the message names the file and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    name: str
+    frame: "object"  # pandas.DataFrame
+    meta: dict
+    path: Path  # the CSV file
+
+    @property
+    def kind(self) -> str:
+        return self.meta["kind"]
+
+    @property
+    def label(self) -> str:
+        """Legend text: what the numbers are and where they come from."""
+        how = "measured here" if self.meta.get("provenance") == "measured" else "recorded"
+        return f"{how}: {self.meta['title']} — {short_source(self.meta['source'])}"
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, kind={self.kind!r}, rows={len(self.frame)}, quality={self.meta.get('quality')!r})"
+
+
+def short_source(source: str) -> str:
+    """A compact form of a source URL for legends (github.com/owner/repo...)."""
+    s = source.replace("https://", "").replace("http://", "")
+    parts = s.split("/")
+    if parts and parts[0] == "github.com" and len(parts) >= 3:
+        return "/".join(parts[:3])
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def data_dir() -> Path:
+    """The shipped reference data: inside the wheel (labkit/_data) or the source tree's data/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_data", here.parent / "data"):
+        if candidate.is_dir():
+            return candidate
+    raise DatasetError(f"no reference data found next to {here}: reinstall labkit (pip install .)")
+
+
+def _search_dirs(folder: str | os.PathLike | None) -> list[Path]:
+    return [Path(folder)] if folder is not None else [data_dir()]
+
+
+def list_datasets(folder: str | os.PathLike | None = None, kind: str | None = None) -> list[str]:
+    """Names of the datasets in `folder` (default: the shipped data), optionally of one kind."""
+    names = []
+    for d in _search_dirs(folder):
+        if not d.is_dir():
+            raise DatasetError(f"{d}: no such folder")
+        for meta_path in sorted(d.glob("*.meta.json")):
+            name = meta_path.name[: -len(".meta.json")]
+            if kind is not None:
+                try:
+                    if json.loads(meta_path.read_text()).get("kind") != kind:
+                        continue
+                except json.JSONDecodeError as e:
+                    raise DatasetError(f"{meta_path}: not valid JSON ({e})") from None
+            names.append(name)
+    return names
+
+
+def _resolve(name_or_path: str | os.PathLike, folder) -> tuple[Path, Path]:
+    p = Path(name_or_path)
+    if p.suffix == ".csv" or str(p).endswith(".meta.json"):
+        stem = p.name[: -len(".meta.json")] if str(p).endswith(".meta.json") else p.stem
+        return p.parent / f"{stem}.csv", p.parent / f"{stem}.meta.json"
+    for d in _search_dirs(folder):
+        csv, meta = d / f"{name_or_path}.csv", d / f"{name_or_path}.meta.json"
+        if meta.exists() or csv.exists():
+            return csv, meta
+    known = ", ".join(list_datasets(folder)) or "(none)"
+    raise DatasetError(f"no dataset named {str(name_or_path)!r}; known datasets: {known} (see `labkit ref list`)")
+
+
+def validate_meta(meta: dict, where: Path) -> None:
+    if not isinstance(meta, dict):
+        raise DatasetError(f"{where}: metadata must be a JSON object")
+    version = meta.get("schema_version")
+    if not isinstance(version, int):
+        raise DatasetError(f"{where}: field 'schema_version' is missing or not an integer")
+    if version > SCHEMA_VERSION:
+        raise DatasetError(f"{where}: field 'schema_version' is {version}, written by a newer labkit "
+                           f"(this one reads up to {SCHEMA_VERSION}); upgrade labkit to read it")
+    for field in META_FIELDS:
+        if field not in meta or meta[field] in (None, ""):
+            raise DatasetError(f"{where}: required field {field!r} is missing or empty")
+    if meta["kind"] not in KINDS:
+        raise DatasetError(f"{where}: field 'kind' is {meta['kind']!r}; expected one of {sorted(KINDS)}")
+    if meta["quality"] not in QUALITIES:
+        raise DatasetError(f"{where}: field 'quality' is {meta['quality']!r}; expected one of {QUALITIES}")
+    if meta["provenance"] not in PROVENANCES:
+        raise DatasetError(f"{where}: field 'provenance' is {meta['provenance']!r}; expected one of {PROVENANCES}")
+    if meta["bandwidth_direction"] not in BANDWIDTH_DIRECTIONS:
+        raise DatasetError(f"{where}: field 'bandwidth_direction' is {meta['bandwidth_direction']!r}; "
+                           f"expected one of {BANDWIDTH_DIRECTIONS}")
+
+
+def validate_frame(frame, meta: dict, where: Path) -> "object":
+    import pandas as pd
+
+    required, numeric, allowed = KINDS[meta["kind"]]
+    if len(frame) == 0:
+        raise DatasetError(f"{where}: no rows")
+    for col in required:
+        if col not in frame.columns:
+            raise DatasetError(f"{where}: required column {col!r} is missing (kind {meta['kind']!r})")
+        if frame[col].isna().any():
+            row = int(frame[col].isna().to_numpy().nonzero()[0][0]) + 2  # +1 header, +1 one-based
+            raise DatasetError(f"{where}: column {col!r} is empty on line {row}")
+    for col in numeric:
+        if col in frame.columns:
+            try:
+                frame[col] = pd.to_numeric(frame[col], errors="raise")
+            except (ValueError, TypeError) as e:
+                raise DatasetError(f"{where}: column {col!r} holds a value that is not a number ({e})") from None
+    for col, values in allowed.items():
+        bad = set(frame[col].dropna().unique()) - set(values)
+        if bad:
+            raise DatasetError(f"{where}: column {col!r} has {sorted(bad)}; expected one of {values}")
+    for col in ("nbytes", "bandwidth_GBps", "time_s", "time_us", "algbw_GBps", "busbw_GBps", "latency_us"):
+        if col in frame.columns and (frame[col].dropna() < 0).any():
+            raise DatasetError(f"{where}: column {col!r} has a negative value")
+    if meta["bandwidth_direction"] == "mixed" and "bandwidth_direction" not in frame.columns:
+        raise DatasetError(f"{where}: meta says bandwidth_direction 'mixed' but the CSV has no "
+                           "'bandwidth_direction' column")
+    return frame
+
+
+def load(name: str | os.PathLike, folder: str | os.PathLike | None = None) -> Dataset:
+    """Load and validate a dataset by name (shipped data or `folder`) or by path to its CSV."""
+    import pandas as pd
+
+    csv, meta_path = _resolve(name, folder)
+    if not meta_path.exists():
+        raise DatasetError(f"{meta_path}: metadata file is missing")
+    if not csv.exists():
+        raise DatasetError(f"{csv}: data file is missing")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{meta_path}: not valid JSON ({e})") from None
+    validate_meta(meta, meta_path)
+    stem = csv.stem
+    if meta["name"] != stem:
+        raise DatasetError(f"{meta_path}: field 'name' is {meta['name']!r} but the file is {stem!r}")
+    try:
+        frame = pd.read_csv(csv, keep_default_na=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{csv}: not a readable CSV ({e})") from None
+    frame = validate_frame(frame, meta, csv)
+    return Dataset(stem, frame, meta, csv)
+
+
+def load_all(folder: str | os.PathLike | None = None, kind: str | None = None) -> list[Dataset]:
+    return [load(n, folder) for n in list_datasets(folder, kind)]
+
+
+def resolve_reference(reference: str | os.PathLike | None, kind: str) -> list[Dataset]:
+    """The datasets a notebook's `reference=` parameter selects, for one kind.
+
+    None → every shipped dataset of that kind; a folder (a profile from `labkit record`) → its
+    datasets of that kind first, then the shipped ones; a name → that dataset, which must be of
+    that kind.
+    """
+    shipped = load_all(None, kind)
+    if reference is None:
+        return shipped
+    p = Path(reference)
+    if p.is_dir():
+        if not (p / "profile.json").exists() and not list(p.glob("*.meta.json")):
+            raise DatasetError(f"{p}: not a labkit profile folder (no profile.json and no datasets)")
+        check_profile(p)
+        return load_all(p, kind) + shipped
+    ds = load(reference)
+    if ds.kind != kind:
+        raise DatasetError(f"dataset {ds.name!r} is of kind {ds.kind!r}, not {kind!r}")
+    return [ds]
+
+
+# --------------------------------------------------------------------------- writing
+def write_dataset(folder: str | os.PathLike, name: str, frame, meta: dict) -> Path:
+    """Validate and write `<name>.csv` + `<name>.meta.json` into folder, each file atomically."""
+    folder = Path(folder)
+    meta = {"schema_version": SCHEMA_VERSION, **meta, "name": name}
+    validate_meta(meta, folder / f"{name}.meta.json")
+    validate_frame(frame.copy(), meta, folder / f"{name}.csv")
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(folder / f"{name}.csv", frame.to_csv(index=False))
+    _atomic_write(folder / f"{name}.meta.json", json.dumps(meta, indent=2, default=str) + "\n")
+    return folder / f"{name}.csv"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+PROFILE_FILE = "profile.json"
+
+
+def check_profile(folder: str | os.PathLike) -> dict:
+    """Read and check a profile folder's profile.json (schema version, environment)."""
+    p = Path(folder) / PROFILE_FILE
+    if not p.exists():
+        return {}
+    try:
+        info = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{p}: not valid JSON ({e})") from None
+    v = info.get("schema_version")
+    if not isinstance(v, int):
+        raise DatasetError(f"{p}: field 'schema_version' is missing or not an integer")
+    if v > SCHEMA_VERSION:
+        raise DatasetError(f"{p}: field 'schema_version' is {v}, written by a newer labkit; upgrade labkit to read it")
+    return info
+
+
+def describe(ds: Dataset) -> str:
+    """Plain-text summary for `labkit ref show`."""
+    m = ds.meta
+    lines = [f"{ds.name}  ({m['kind']}, quality {m['quality']}, {m['provenance']})", f"  {m['title']}"]
+    for field in ("system", "gpu", "gpu_count", "nodes", "interconnect", "software", "date", "method",
+                  "bandwidth_direction", "source", "source_file", "caveats"):
+        lines.append(f"  {field:19s} {m[field]}")
+    lines.append(f"  rows                {len(ds.frame)}; columns: {', '.join(map(str, ds.frame.columns))}")
+    return "\n".join(lines)
+
+
+def names_of(datasets: Iterable[Dataset]) -> list[str]:
+    return [d.name for d in datasets]

@@ -1,0 +1,147 @@
+"""Transfers: host↔device copy sweeps (pinned and pageable) and the host-memory copy sweep.
+
+Method (DESIGN.md, measurement conventions): warm up, then time batches of back-to-back copies
+between CUDA events on one stream for pinned memory; pageable copies are synchronous from the
+host's side, so they are timed on the host around synchronised copies. Raw samples are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+from . import timing
+from .units import GiB, MiB, check_size, format_bytes
+
+DIRECTIONS = ("h2d", "d2h", "d2d")
+MEMORIES = ("pinned", "pageable")
+#: Largest pinned buffer labkit allocates: 4 GiB. Pinned pages cannot be swapped, and pinning
+#: too much starves the OS (the source of "my machine froze" reports); raise it consciously.
+PINNED_CAP_BYTES = 4 * GiB
+#: Sweeps: 4 B to 1 GiB (the issue's range); quick mode stops at 64 MiB.
+SWEEP_MIN_BYTES, SWEEP_MAX_BYTES, QUICK_MAX_BYTES = 4, 1 * GiB, 64 * MiB
+#: Host-memory sweep: 64 B to 256 MiB covers L1, L2, LLC and DRAM on any laptop.
+HOST_MIN_BYTES, HOST_MAX_BYTES, HOST_QUICK_MAX_BYTES = 64, 256 * MiB, 32 * MiB
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One copy sweep: a Measurement per size, plus what was copied and where."""
+
+    direction: str  # h2d, d2h, d2d, host
+    memory: str  # pinned, pageable, device, host
+    measurements: tuple[timing.Measurement, ...]
+    device: str  # e.g. "NVIDIA H100 80GB HBM3" or the CPU model
+    skipped: tuple[str, ...] = ()  # sizes left out, with the reason (e.g. out of memory)
+
+    @property
+    def nbytes(self) -> list[int]:
+        return [m.nbytes for m in self.measurements]
+
+    @property
+    def seconds(self) -> list[float]:
+        return [m.median_s for m in self.measurements]
+
+    @property
+    def bandwidth_GBps(self) -> list[float]:
+        return [m.bandwidth_GBps for m in self.measurements]
+
+    def fit(self):
+        from .models import fit_alpha_beta
+
+        return fit_alpha_beta(self.nbytes, self.seconds)
+
+    def to_frame(self):
+        """Tidy rows in the `copy_sweep` schema, with IQR and raw samples kept."""
+        import pandas as pd
+
+        return pd.DataFrame([{
+            "direction": self.direction, "memory": self.memory, "nbytes": m.nbytes,
+            "bandwidth_GBps": m.bandwidth_GBps, "time_s": m.median_s, "iqr_s": m.iqr_s,
+            "inner": m.inner, "timer": m.timer,
+            "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s)} for m in self.measurements])
+
+
+def _progress(sizes, desc: str, progress: bool):
+    if not progress:
+        return sizes
+    from tqdm.auto import tqdm
+
+    return tqdm(sizes, desc=desc, unit="size", leave=False)
+
+
+def host_copy_sweep(sizes: Sequence[int], *, repeats: int = timing.DEFAULT_REPEATS, progress: bool = False,
+                    alloc: Callable[[int], object] | None = None) -> Sweep:
+    """Time `dst[:] = src` between two host buffers for each size (memcpy through caches and DRAM).
+
+    The same α-β law holds as for PCIe: a fixed cost per call (Python + memcpy start-up) and a
+    bandwidth set by the memory level the buffer fits in. Labelled 'host memory' everywhere.
+    """
+    import numpy as np
+
+    alloc = alloc or (lambda n: np.ones(n, dtype=np.uint8))
+    out = []
+    for n in _progress(sizes, "host copy", progress):
+        n = check_size(n)
+        src, dst = alloc(n), alloc(n)
+        out.append(timing.time_host(lambda: np.copyto(dst, src), repeats=repeats, nbytes=n,
+                                    label=f"host copy {format_bytes(n)}"))
+    from .system import cpu_model
+
+    return Sweep("host", "host", tuple(out), f"host memory ({cpu_model()})")
+
+
+def gpu_copy_sweep(sizes: Sequence[int], direction: str = "h2d", memory: str = "pinned", *,
+                   repeats: int = timing.DEFAULT_REPEATS, device: int = 0, progress: bool = False) -> Sweep:
+    """Time host↔device (or device-local) copies for each size on one CUDA device.
+
+    pinned: `dst.copy_(src, non_blocking=True)` batches between CUDA events;
+    pageable: host-timed synchronous copies (the driver stages them through a pinned buffer).
+    A size that does not fit in memory is skipped and named in `Sweep.skipped`.
+    """
+    import torch
+
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if memory not in MEMORIES:
+        raise ValueError(f"memory must be one of {MEMORIES}, got {memory!r}")
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device: run with mode='reference' (or 'auto'), or see `labkit doctor`")
+    dev = torch.device("cuda", device)
+    out, skipped = [], []
+    for n in _progress(sizes, f"{direction} {memory}", progress):
+        n = check_size(n)
+        if memory == "pinned" and direction != "d2d" and n > PINNED_CAP_BYTES:
+            raise ValueError(f"{format_bytes(n)} is above labkit's pinned-memory cap of "
+                             f"{format_bytes(PINNED_CAP_BYTES)} (labkit.transfer.PINNED_CAP_BYTES)")
+        try:
+            src, dst = _buffers(n, direction, memory, dev)
+        except torch.OutOfMemoryError:
+            skipped.append(f"{format_bytes(n)}: out of memory")
+            torch.cuda.empty_cache()
+            continue
+        label = f"{direction} {memory} {format_bytes(n)}"
+        if memory == "pinned" or direction == "d2d":
+            m = timing.time_cuda(lambda: dst.copy_(src, non_blocking=True), repeats=repeats, nbytes=n, label=label)
+        else:
+            def copy():
+                dst.copy_(src)
+                torch.cuda.synchronize(dev)
+            m = timing.time_host(copy, repeats=repeats, nbytes=n, label=label)
+        out.append(m)
+        del src, dst
+    return Sweep(direction, "device" if direction == "d2d" else memory, tuple(out),
+                 torch.cuda.get_device_name(dev), tuple(skipped))
+
+
+def _buffers(n: int, direction: str, memory: str, dev):
+    import torch
+
+    pin = memory == "pinned"
+    host = lambda: torch.empty(n, dtype=torch.uint8, pin_memory=pin)  # noqa: E731
+    gpu = lambda: torch.empty(n, dtype=torch.uint8, device=dev)  # noqa: E731
+    if direction == "h2d":
+        return host().fill_(1), gpu()
+    if direction == "d2h":
+        return gpu().fill_(1), host()
+    return gpu().fill_(1), gpu()
