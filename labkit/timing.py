@@ -87,7 +87,7 @@ class Measurement:
 def _inner_for(estimate_s: float, min_sample_s: float) -> int:
     if estimate_s <= 0:
         return MAX_INNER
-    return int(min(MAX_INNER, max(1, np.ceil(min_sample_s / estimate_s))))
+    return int(min(MAX_INNER, max(1, np.ceil(min_sample_s / estimate_s - 1e-6))))
 
 
 def time_host(fn: Callable[[], object], *, repeats: int = DEFAULT_REPEATS, warmup: int = WARMUP_CALLS,

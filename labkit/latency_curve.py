@@ -1,0 +1,143 @@
+"""Notebook 01's machinery: copy-time curves (live or recorded), their α-β fits, and the figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from . import models, plots
+from .units import GB, format_bytes, format_time
+
+#: A curve needs at least this many sizes for an α-β fit; fewer are shown as points only.
+MIN_POINTS_FOR_FIT = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Curve:
+    """Copy times against size for one system and direction."""
+
+    label: str  # legend text, with where the numbers came from
+    how: str  # plots.MEASURED or plots.RECORDED
+    direction: str  # h2d, d2h, host
+    nbytes: tuple[int, ...]
+    seconds: tuple[float, ...]
+    system: str
+    source: str  # dataset name, or "measured here"
+    pcie_gen: int | None = None  # generation of the link, when known
+
+    @property
+    def bandwidth_GBps(self) -> np.ndarray:
+        return np.asarray(self.nbytes) / np.asarray(self.seconds) / GB
+
+    def fit(self) -> models.AlphaBetaFit | None:
+        if len(set(self.nbytes)) < MIN_POINTS_FOR_FIT:
+            return None
+        return models.fit_alpha_beta(self.nbytes, self.seconds)
+
+
+def pcie_generation(text: str) -> int | None:
+    m = re.search(r"Gen\s*([3-6])", text or "")
+    return int(m.group(1)) if m else None
+
+
+def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -> list[Curve]:
+    """One Curve per (direction, run) of a copy_sweep dataset; time from time_s, else nbytes / bandwidth."""
+    f = ds.frame
+    f = f[(f["memory"] == memory) & (f["direction"].isin(directions))]
+    f = f[f["bandwidth_GBps"] > 0]  # a printed 0.0 GB/s carries no time
+    runs = f["run"].fillna("") if "run" in f.columns else None
+    out = []
+    keys = ["direction"] + (["run"] if runs is not None else [])
+    for key, g in f.assign(**({"run": runs} if runs is not None else {})).groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        direction, run = key[0], (key[1] if len(key) > 1 else "")
+        g = g.sort_values("nbytes")
+        if "time_s" in g.columns and g["time_s"].notna().all() and ds.meta.get("provenance") == "measured":
+            secs = g["time_s"].to_numpy(float)
+        else:
+            secs = g["nbytes"].to_numpy(float) / (g["bandwidth_GBps"].to_numpy(float) * GB)
+        label = f"{ds.label} [{direction.upper()}{', ' + str(run) if run else ''}]"
+        out.append(Curve(label, plots.MEASURED if ds.meta.get("provenance") == "measured" else plots.RECORDED,
+                         direction, tuple(int(x) for x in g["nbytes"]), tuple(float(s) for s in secs),
+                         ds.meta["title"], ds.name, pcie_generation(ds.meta.get("interconnect", ""))))
+    return out
+
+
+def curve_from_sweep(sweep, label_prefix: str = "measured here") -> Curve:
+    """A Curve from a live labkit.transfer.Sweep."""
+    return Curve(f"{label_prefix}: {sweep.device} [{sweep.direction.upper()}]", plots.MEASURED, sweep.direction,
+                 tuple(sweep.nbytes), tuple(sweep.seconds), sweep.device, "measured here")
+
+
+def fit_table(curves):
+    """α, β, n½ and the worst residual for each curve that has enough sizes."""
+    import pandas as pd
+
+    rows = []
+    for c in curves:
+        fit = c.fit()
+        if fit is None:
+            continue
+        rows.append({"curve": c.label, "direction": c.direction, "points": len(c.nbytes),
+                     "alpha_us": fit.latency_s * 1e6, "beta_GBps": fit.bandwidth_GBps,
+                     "n_half": format_bytes(fit.n_half_bytes), "n_half_bytes": fit.n_half_bytes,
+                     "max_residual_pct": 100 * float(np.max(np.abs(fit.residuals))),
+                     "largest_size": format_bytes(max(c.nbytes)),
+                     "peak_measured_GBps": float(np.max(c.bandwidth_GBps))})
+    return pd.DataFrame(rows)
+
+
+def plot_curves(curves, *, title: str, spec_gens=(3, 4, 5, 6), fits: bool = True):
+    """Two panels: time vs size and bandwidth vs size, log axes, fits as dashed model lines."""
+    fig, (ax_t, ax_b) = plots.figure(1, 2, width=6.5, height=4.6)
+    for c in curves:
+        n = np.asarray(c.nbytes, float)
+        h = plots.line(ax_t, n, np.asarray(c.seconds) * 1e6, c.label, c.how)
+        plots.line(ax_b, n, c.bandwidth_GBps, c.label, c.how, color=h.get_color())
+        fit = c.fit() if fits else None
+        if fit is not None:
+            xs = np.geomspace(n.min(), n.max(), 100)
+            lab = f"α={fit.latency_s * 1e6:.2g} µs, β={fit.bandwidth_GBps:.3g} GB/s ({c.system}, {c.direction})"
+            plots.line(ax_t, xs, fit.predict(xs) * 1e6, lab, plots.MODEL, color=h.get_color(), alpha=0.6)
+            plots.line(ax_b, xs, fit.predict_bandwidth_GBps(xs), lab, plots.MODEL, color=h.get_color(), alpha=0.6)
+    for g in spec_gens:
+        plots.spec_line(ax_b, models.pcie_spec(g))
+    for ax in (ax_t, ax_b):
+        ax.set_yscale("log")
+        plots.size_axis(ax)
+    plots.finish(ax_t, f"{title}: time per copy", "copy size (bytes, log2)", "time per copy (µs, log)", legend=False)
+    plots.finish(ax_b, f"{title}: bandwidth", "copy size (bytes, log2)", "bandwidth (GB/s = 1e9 B/s, unidirectional)")
+    ax_t.legend(fontsize=6, loc="upper left")
+    ax_b.legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def predict(fit: models.AlphaBetaFit, nbytes: int) -> dict:
+    """What the α-β model says about one copy size."""
+    t = fit.predict(nbytes)
+    return {"nbytes": nbytes, "size": format_bytes(nbytes), "seconds": t, "time": format_time(t),
+            "bandwidth_GBps": nbytes / t / GB, "bound": fit.bound(nbytes),
+            "latency_share": fit.latency_s / t}
+
+
+def plot_prediction(fit: models.AlphaBetaFit, nbytes: int, system: str):
+    """The fitted curve with the chosen size marked, and the two asymptotes (α and n/β)."""
+    fig, ax = plots.figure(width=6.5, height=4.0)
+    xs = np.geomspace(4, 1 << 30, 200)
+    plots.line(ax, xs, fit.predict(xs) * 1e6, f"α-β fit of {system}", plots.MODEL)
+    ax.axhline(fit.latency_s * 1e6, color="0.6", ls=":", label=f"α = {fit.latency_s * 1e6:.3g} µs (latency floor)")
+    ax.plot(xs, xs / (fit.bandwidth_GBps * GB) * 1e6, color="0.6", ls="-.", label=f"n/β, β = {fit.bandwidth_GBps:.3g} GB/s")
+    ax.axvline(fit.n_half_bytes, color="tab:red", lw=0.8, label=f"n½ = {format_bytes(fit.n_half_bytes)}")
+    p = predict(fit, nbytes)
+    ax.plot([nbytes], [p["seconds"] * 1e6], "o", color="tab:red", ms=9,
+            label=f"{p['size']}: {p['time']}, {p['bandwidth_GBps']:.3g} GB/s, {p['bound']}")
+    ax.set_yscale("log")
+    ax.set_ylim(fit.latency_s * 1e6 / 3, None)
+    plots.size_axis(ax)
+    plots.finish(ax, "Predicted copy time", "copy size (bytes, log2)", "time (µs, log)",
+                 source=f"model: t = α + n/β fitted to {system}")
+    fig.tight_layout()
+    return fig, p

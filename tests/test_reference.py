@@ -1,0 +1,119 @@
+"""Reference datasets: every shipped one validates; broken ones fail naming the file and field."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from labkit import reference
+from labkit.reference import DatasetError
+
+GOOD_META = {
+    "schema_version": 1, "name": "toy", "kind": "copy_sweep", "title": "toy sweep", "system": "test rig",
+    "gpu": "none", "gpu_count": 0, "nodes": 1, "interconnect": "none", "software": "none",
+    "date": "2026-11", "method": "synthetic", "source": "tests", "source_file": "none",
+    "caveats": "made for tests", "quality": "C", "bandwidth_direction": "unidirectional", "provenance": "measured",
+}
+GOOD_CSV = "direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,1024,1.5\nh2d,pinned,2048,2.5\n"
+
+
+@pytest.fixture
+def toy(tmp_path):
+    (tmp_path / "toy.csv").write_text(GOOD_CSV)
+    (tmp_path / "toy.meta.json").write_text(json.dumps(GOOD_META))
+    return tmp_path
+
+
+def test_every_shipped_dataset_loads_with_provenance():
+    names = reference.list_datasets()
+    assert len(names) >= 10, f"only {len(names)} shipped datasets"
+    for name in names:
+        ds = reference.load(name)
+        assert ds.meta["source"] and ds.meta["caveats"] and ds.meta["quality"] in "ABC"
+        assert ds.meta["source_file"]
+        assert len(ds.frame) > 0
+        assert ds.label.startswith(("recorded:", "measured here:"))
+
+
+def test_toy_loads(toy):
+    ds = reference.load("toy", toy)
+    assert ds.frame["nbytes"].tolist() == [1024, 2048]
+    assert reference.list_datasets(toy) == ["toy"]
+    assert reference.list_datasets(toy, kind="p2p_matrix") == []
+
+
+def _corrupt_meta(toy, **changes):
+    meta = {**GOOD_META, **changes}
+    meta = {k: v for k, v in meta.items() if v is not ...}
+    (toy / "toy.meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"source": ...}, "source"),
+    ({"quality": "Z"}, "quality"),
+    ({"kind": "mystery"}, "kind"),
+    ({"schema_version": 99}, "schema_version"),
+    ({"bandwidth_direction": "both"}, "bandwidth_direction"),
+    ({"name": "other"}, "name"),
+])
+def test_bad_metadata_names_file_and_field(toy, changes, field):
+    _corrupt_meta(toy, **changes)
+    with pytest.raises(DatasetError) as e:
+        reference.load("toy", toy)
+    assert "toy.meta.json" in str(e.value) and field in str(e.value)
+
+
+@pytest.mark.parametrize("csv,field", [
+    ("direction,memory,nbytes\nh2d,pinned,1024\n", "bandwidth_GBps"),  # column missing
+    ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,1024,fast\n", "bandwidth_GBps"),  # not a number
+    ("direction,memory,nbytes,bandwidth_GBps\nsideways,pinned,1024,1\n", "direction"),  # bad category
+    ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,,1\n", "nbytes"),  # empty required cell
+    ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,-5,1\n", "nbytes"),  # negative
+    ("direction,memory,nbytes,bandwidth_GBps\n", "no rows"),  # truncated to the header
+])
+def test_bad_csv_names_file_and_field(toy, csv, field):
+    (toy / "toy.csv").write_text(csv)
+    with pytest.raises(DatasetError) as e:
+        reference.load("toy", toy)
+    assert "toy.csv" in str(e.value) and field in str(e.value)
+
+
+def test_truncated_json_and_missing_files(toy):
+    (toy / "toy.meta.json").write_text('{"schema_version": 1, "name": "to')
+    with pytest.raises(DatasetError, match="not valid JSON"):
+        reference.load("toy", toy)
+    (toy / "toy.meta.json").write_text(json.dumps(GOOD_META))
+    (toy / "toy.csv").unlink()
+    with pytest.raises(DatasetError, match="toy.csv"):
+        reference.load("toy", toy)
+
+
+def test_unknown_name_lists_known_ones():
+    with pytest.raises(DatasetError, match="labkit ref list"):
+        reference.load("no_such_dataset")
+
+
+def test_write_dataset_roundtrip_and_validation(tmp_path):
+    frame = pd.DataFrame({"direction": ["host"], "memory": ["host"], "nbytes": [64], "bandwidth_GBps": [3.0]})
+    meta = {k: v for k, v in GOOD_META.items() if k not in ("name", "schema_version")}
+    reference.write_dataset(tmp_path, "mine", frame, meta)
+    assert reference.load("mine", tmp_path).frame["nbytes"].tolist() == [64]
+    with pytest.raises(DatasetError):
+        reference.write_dataset(tmp_path, "broken", frame.drop(columns=["nbytes"]), meta)
+    assert not (tmp_path / "broken.csv").exists()
+
+
+def test_profile_from_newer_schema_is_refused(tmp_path, toy):
+    (toy / "profile.json").write_text(json.dumps({"schema_version": 7}))
+    with pytest.raises(DatasetError, match="newer labkit"):
+        reference.resolve_reference(toy, "copy_sweep")
+
+
+def test_resolve_reference_folder_puts_profile_first(toy):
+    shutil.copy(toy / "toy.csv", toy / "toy.csv.bak")
+    got = reference.resolve_reference(toy, "copy_sweep")
+    assert got[0].name == "toy" and len(got) >= 1
+    with pytest.raises(DatasetError):
+        reference.resolve_reference(Path(toy) / "nowhere", "copy_sweep")

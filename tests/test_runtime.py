@@ -1,0 +1,50 @@
+import json
+
+import pytest
+
+from labkit import runtime
+
+
+@pytest.mark.parametrize("mode,experiment,gpus,expected", [
+    ("auto", "h2d_sweep", 0, "reference"),
+    ("auto", "h2d_sweep", 1, "live"),
+    ("auto", "p2p_matrix", 1, "reference"),
+    ("auto", "p2p_local", 1, "live"),
+    ("auto", "p2p_matrix", 2, "live"),
+    ("auto", "ring_gloo", 0, "live"),
+    ("reference", "ring_gloo", 8, "reference"),
+    ("reference", "h2d_sweep", 8, "reference"),
+    ("live", "host_copy_sweep", 0, "live"),
+    ("live", "h2d_sweep", 1, "live"),
+])
+def test_resolve_mode_per_experiment(mode, experiment, gpus, expected):
+    assert runtime.resolve_mode(mode, experiment, gpus=gpus) == expected
+
+
+def test_live_without_hardware_says_what_is_missing_and_what_to_do():
+    with pytest.raises(runtime.LiveModeUnavailable) as e:
+        runtime.resolve_mode("live", "p2p_matrix", gpus=1)
+    msg = str(e.value)
+    assert "two or more CUDA GPUs" in msg and "mode='auto'" in msg and "1 CUDA device" in msg
+
+
+def test_unknown_mode_is_rejected():
+    with pytest.raises(ValueError, match="unknown mode"):
+        runtime.resolve_mode("fast", "h2d_sweep", gpus=0)
+    with pytest.raises(ValueError):
+        runtime.Session("x", mode="Live")
+
+
+def test_session_writes_results(tmp_path):
+    s = runtime.Session("01_test", mode="auto", quick=True, results_path=tmp_path / "r.json", gpus=0)
+    assert s.mode_for("h2d_sweep") == "reference"
+    assert s.mode_for("host_copy_sweep") == "live"
+    s.shown("a", "b", "a")
+    s.number("alpha_us", 5.0)
+    s.check("fit_ok", True)
+    data = s.save()
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert on_disk["experiments"]["h2d_sweep"]["mode"] == "reference"
+    assert on_disk["datasets"] == ["a", "b"]
+    assert on_disk["all_checks_passed"] is True
+    assert data["numbers"]["alpha_us"] == 5.0

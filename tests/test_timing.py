@@ -1,0 +1,69 @@
+import pytest
+
+from labkit import timing
+
+
+class FakeClock:
+    """A clock that advances by a scripted amount on every call of the timed function."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_time_host_uses_injected_clock_and_keeps_raw_samples():
+    clock = FakeClock()
+    durations = iter([1e-3] * 100)
+
+    def op():
+        clock.t += next(durations)
+
+    m = timing.time_host(op, repeats=5, warmup=2, inner=3, clock=clock, nbytes=1000, label="op")
+    assert m.inner == 3 and len(m.samples_s) == 5
+    assert m.median_s == pytest.approx(1e-3)
+    assert m.iqr_s == pytest.approx(0.0, abs=1e-12)
+    assert m.bandwidth_GBps == pytest.approx(1000 / 1e-3 / 1e9)
+    assert m.warnings == []
+
+
+def test_measurement_warns_about_spread():
+    m = timing.Measurement((1.0, 1.0, 2.0, 3.0, 1.0, 2.5), inner=1, timer="host", label="noisy")
+    assert any("IQR" in w for w in m.warnings)
+    few = timing.Measurement((1.0,), inner=1, timer="host")
+    assert any("samples" in w for w in few.warnings)
+
+
+def test_inner_loop_is_sized_to_the_time_budget():
+    clock = FakeClock()
+
+    def op():
+        clock.t += 1e-6
+
+    m = timing.time_host(op, repeats=3, warmup=0, clock=clock, min_sample_s=1e-3)
+    assert m.inner == 1000
+
+
+def test_time_host_rejects_zero_repeats():
+    with pytest.raises(ValueError):
+        timing.time_host(lambda: None, repeats=0)
+
+
+def test_time_cuda_without_gpu_says_what_to_do():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="mode='reference'"):
+        timing.time_cuda(lambda: None)
+
+
+@pytest.mark.gpu
+def test_time_cuda_measures_a_copy():
+    import torch
+
+    src = torch.empty(1 << 24, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(1 << 24, dtype=torch.uint8, device="cuda")
+    m = timing.time_cuda(lambda: dst.copy_(src, non_blocking=True), repeats=5, nbytes=1 << 24)
+    assert m.timer == "cuda_event" and 0.5 < m.bandwidth_GBps < 1000
