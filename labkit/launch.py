@@ -1,0 +1,296 @@
+"""Launch: run a function on N local processes joined by torch.distributed, from a script or a notebook.
+
+    from labkit.launch import launch
+    results = launch(my_worker, world_size=4, backend="gloo", timeout_s=60, args=(nbytes,))
+
+`my_worker(rank, world_size, *args, **kwargs)` runs in each of `world_size` fresh processes with
+the default process group already initialised (`torch.distributed` is ready to use); its return
+value comes back in `results[rank]`. How it works, step by step:
+
+1. The parent opens a `TCPStore` on 127.0.0.1 with port 0, so the operating system picks a free
+   port and no other program can take it between choosing and binding (the rendezvous every
+   rank joins; the parent owns it, so it outlives any rank that dies).
+2. It starts the ranks with the *spawn* start method (fresh interpreters: CUDA and Jupyter both
+   need it). Spawn pickles `worker_fn` by name, so it must live in an importable module, not in
+   a notebook cell — `launch` checks this and says so.
+3. Each rank applies `env`, joins the group with `timeout_s` as the collective timeout, runs the
+   worker, and sends back its result or its formatted traceback through its own pipe.
+4. The parent waits on the pipes and the process sentinels together. The first rank to fail
+   (an exception, or dying without a word) ends the run: `RankFailed` names the rank and carries
+   its traceback. If `timeout_s` passes first, `LaunchTimeout` names the ranks still running.
+5. Whatever happened, a `finally` block terminates, kills and joins every rank, so no process
+   is left behind.
+
+Return plain values or CPU tensors: results are pickled by value (never through shared memory,
+which would tie the parent to a child that is about to exit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import multiprocessing as _mp
+import os
+import pickle
+import time
+import traceback
+from multiprocessing.connection import wait as _wait
+from typing import Callable, Sequence
+
+BACKENDS = ("gloo", "nccl")
+#: Default wall-clock budget for a whole launch (process start + rendezvous + work), seconds.
+DEFAULT_TIMEOUT_S = 120.0
+#: Seconds a rank gets to exit on its own after SIGTERM before it is killed with SIGKILL.
+TERMINATE_GRACE_S = 2.0
+#: Seconds the parent waits for the last report of a rank whose process has already exited (the
+#: pipe may still hold its message).
+REPORT_GRACE_S = 1.0
+#: After the first failure, seconds to keep listening for other ranks' reports before deciding which
+#: rank failed first (its peers' "connection closed" errors arrive within milliseconds).
+FAILURE_GRACE_S = 0.5
+#: Torch intra-op threads per rank: one, so N ranks on a small machine do not oversubscribe its
+#: cores (gloo's own reductions are single-threaded per rank anyway).
+DEFAULT_THREADS_PER_RANK = 1
+HOST = "127.0.0.1"
+
+
+class LaunchError(RuntimeError):
+    """A launch did not complete: a rank failed, or the run timed out."""
+
+
+class RankFailed(LaunchError):
+    """A rank raised (or died); `.rank` is which one and `.traceback` is its formatted traceback."""
+
+    def __init__(self, rank: int, error: str, traceback_text: str, others: dict[int, str] | None = None):
+        self.rank, self.error, self.traceback = rank, error, traceback_text
+        self.others = dict(others or {})  # rank -> error of ranks that failed after it (usually echoes)
+        echo = ""
+        if self.others:
+            echo = (f"\n(then rank(s) {', '.join(map(str, sorted(self.others)))} failed too, most likely because "
+                    f"rank {rank} left the collective: " + "; ".join(f"rank {r}: {e.splitlines()[0][:120]}"
+                                                                      for r, e in sorted(self.others.items())) + ")")
+        super().__init__(f"rank {rank} failed: {error}{echo}\n\n--- traceback of rank {rank} ---\n"
+                         f"{traceback_text.rstrip()}")
+
+
+class LaunchTimeout(LaunchError):
+    """The run took longer than `timeout_s`; `.pending` lists the ranks that had not finished."""
+
+    def __init__(self, timeout_s: float, pending: Sequence[int]):
+        self.timeout_s, self.pending = timeout_s, list(pending)
+        super().__init__(f"timed out after {timeout_s:g} s: rank(s) {', '.join(map(str, self.pending))} had not "
+                         "finished (a rank waiting for a peer that never sends hangs until the timeout; "
+                         "look for a straggler or a mismatched send/recv)")
+
+
+@dataclasses.dataclass(frozen=True)
+class RankInfo:
+    """What a worker may want to know beyond rank and world size (see `rank_info()`)."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: str  # "cpu" for gloo, "cuda:<i>" for nccl
+
+
+_INFO: RankInfo | None = None
+
+
+def rank_info() -> RankInfo:
+    """Inside a worker: this rank's rank, world size, backend and device."""
+    if _INFO is None:
+        raise RuntimeError("rank_info() is only available inside a worker started by labkit.launch.launch")
+    return _INFO
+
+
+def rank_device():
+    """Inside a worker: the torch.device this rank's tensors should live on (cpu for gloo)."""
+    import torch
+
+    return torch.device(rank_info().device)
+
+
+def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeout_s: float = DEFAULT_TIMEOUT_S,
+           args: Sequence = (), kwargs: dict | None = None, env: dict | None = None,
+           threads_per_rank: int | None = DEFAULT_THREADS_PER_RANK) -> list:
+    """Run `worker_fn(rank, world_size, *args, **kwargs)` on `world_size` processes; return results by rank.
+
+    backend: "gloo" (CPU, always available) or "nccl" (one CUDA device per rank, rank i on GPU i).
+    timeout_s: wall-clock limit for the whole launch; also the collective timeout inside the group.
+    env: extra environment variables for the ranks only (e.g. {"NCCL_ALGO": "Ring"}); set before
+         the process group is created. The parent's environment is not changed.
+    threads_per_rank: torch.set_num_threads in each rank (None leaves torch's default).
+    Raises RankFailed (naming the rank, with its traceback) or LaunchTimeout; leaves no process behind.
+    """
+    world_size = _check(worker_fn, world_size, backend, timeout_s)
+    import torch.distributed as dist
+
+    ctx = _mp.get_context("spawn")
+    store = dist.TCPStore(HOST, 0, None, True, timeout=_dt.timedelta(seconds=timeout_s), wait_for_workers=False)
+    procs, conns, finished = [], [], False
+    try:
+        for rank in range(world_size):
+            recv_end, send_end = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_child, name=f"labkit-rank{rank}", daemon=True,
+                            args=(worker_fn, rank, world_size, backend, store.port, timeout_s, tuple(args),
+                                  dict(kwargs or {}), dict(env or {}), threads_per_rank, send_end))
+            p.start()
+            send_end.close()  # the parent keeps only the reading end, so EOF means the child is gone
+            procs.append(p)
+            conns.append(recv_end)
+        results = _collect(procs, conns, timeout_s)
+        finished = True
+        return results
+    finally:
+        _shutdown(procs, let_exit_s=TERMINATE_GRACE_S if finished else 0.0)
+        for c in conns:
+            c.close()
+        del store
+
+
+def _check(worker_fn, world_size, backend, timeout_s) -> int:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    n = int(world_size)
+    if n < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    if not callable(worker_fn):
+        raise TypeError(f"worker_fn must be a function, got {worker_fn!r}")
+    module = getattr(worker_fn, "__module__", None)
+    qualname = getattr(worker_fn, "__qualname__", "")
+    if module in (None, "__main__") or "<locals>" in qualname or "<lambda>" in qualname:
+        raise ValueError(f"worker_fn {qualname or worker_fn!r} must be a top-level function in an importable "
+                         "module (spawned processes import it by name; a function defined in a notebook cell, "
+                         "a lambda or a nested function cannot be found there). Put it in a .py file.")
+    if backend == "nccl":
+        import torch
+
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if have < n:
+            raise ValueError(f"backend 'nccl' needs one CUDA device per rank: {n} ranks, {have} device(s). "
+                             "Use backend='gloo' (CPU), or fewer ranks.")
+    return n
+
+
+def _collect(procs, conns, timeout_s: float) -> list:
+    """Wait for every rank's report; raise for the first failure in time, or at the deadline.
+
+    When one rank fails inside a collective its peers usually fail a moment later ("connection
+    closed by peer"). Those are echoes, so after the first failure report the parent listens for
+    `FAILURE_GRACE_S` more and blames the rank whose exception happened *first* (each rank stamps
+    its failure with the system-wide monotonic clock); the echoes go into `RankFailed.others`.
+    """
+    deadline = time.monotonic() + timeout_s
+    results: dict[int, object] = {}
+    failures: dict[int, tuple[float, str, str]] = {}  # rank -> (when, error, traceback)
+    by_conn = {id(c): r for r, c in enumerate(conns)}
+    by_sentinel = {p.sentinel: r for r, p in enumerate(procs)}
+    open_conns = list(conns)
+
+    first_failure_seen = float("inf")  # parent's clock when it first learnt of a failure
+
+    def settled(r):
+        return r in results or r in failures
+
+    while not all(settled(r) for r in range(len(procs))):
+        now = time.monotonic()
+        if failures and now >= first_failure_seen + FAILURE_GRACE_S:
+            break
+        if now >= deadline:
+            if failures:
+                break
+            raise LaunchTimeout(timeout_s, [r for r in range(len(procs)) if not settled(r)])
+        wait_s = deadline - now if not failures else FAILURE_GRACE_S / 10
+        watch = open_conns + [p.sentinel for r, p in enumerate(procs) if not settled(r)]
+        for ready in _wait(watch, timeout=wait_s):
+            if isinstance(ready, int):  # a process exited: did it report before going?
+                r = by_sentinel[ready]
+                if conns[r] in open_conns and conns[r].poll(REPORT_GRACE_S):
+                    _take(conns[r], r, results, failures, open_conns)
+                if not settled(r):
+                    procs[r].join(REPORT_GRACE_S)
+                    code = procs[r].exitcode
+                    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                    # A silent death is never an echo of another rank's failure, and the parent notices
+                    # it late, so it sorts before every reported exception (time = -inf).
+                    failures[r] = (float("-inf"), f"process ended ({how}) without reporting a result",
+                                   "(no Python traceback: the process crashed, was killed, or failed while starting "
+                                   "— its stderr, e.g. the terminal running Jupyter, may say why; a script that "
+                                   "calls launch() must guard it with `if __name__ == '__main__':`)")
+            elif ready in open_conns:
+                _take(ready, by_conn[id(ready)], results, failures, open_conns)
+        if failures and first_failure_seen == float("inf"):
+            first_failure_seen = time.monotonic()
+    if failures:
+        first = min(failures, key=lambda r: failures[r][0])
+        _, error, tb = failures[first]
+        raise RankFailed(first, error, tb, {r: f[1] for r, f in failures.items() if r != first})
+    return [results[r] for r in range(len(procs))]
+
+
+def _take(conn, rank: int, results: dict, failures: dict, open_conns: list) -> None:
+    try:
+        payload = conn.recv_bytes()
+    except EOFError:
+        open_conns.remove(conn)
+        return
+    open_conns.remove(conn)
+    status, value = pickle.loads(payload)
+    if status == "ok":
+        results[rank] = value
+    else:
+        failures[rank] = value  # (when, error, traceback)
+
+
+def _shutdown(procs, let_exit_s: float = 0.0) -> None:
+    """Let ranks exit on their own for `let_exit_s` (after success), then terminate, kill and join the rest."""
+    end = time.monotonic() + let_exit_s
+    for p in procs:
+        p.join(max(0.0, end - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    end = time.monotonic() + TERMINATE_GRACE_S
+    for p in procs:
+        p.join(max(0.0, end - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+        p.close()
+
+
+def _child(worker_fn, rank, world_size, backend, port, timeout_s, args, kwargs, env, threads, conn):
+    """Entry point of one rank (runs in the spawned process)."""
+    global _INFO
+    try:
+        os.environ.update({k: str(v) for k, v in env.items()})
+        import torch
+        import torch.distributed as dist
+
+        if threads:
+            torch.set_num_threads(int(threads))
+        device = "cpu"
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+            device = f"cuda:{rank}"
+        _INFO = RankInfo(rank, world_size, backend, device)
+        timeout = _dt.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(HOST, port, None, False, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+        value = worker_fn(rank, world_size, *args, **kwargs)
+        payload = pickle.dumps(("ok", value))
+    except BaseException as e:  # report everything, KeyboardInterrupt and SystemExit included
+        # Report before leaving the group: peers see the connection close only after this is sent.
+        payload = pickle.dumps(("error", (time.monotonic(), f"{type(e).__name__}: {e}", traceback.format_exc())))
+    conn.send_bytes(payload)
+    conn.close()
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # the parent has the result already; a failing teardown changes nothing
+        pass
