@@ -26,6 +26,7 @@ class Curve:
     system: str
     source: str  # dataset name, or "measured here"
     pcie_gen: int | None = None  # generation of the link, when known
+    short: str = ""  # a few words for menus: GPU, direction, provenance
 
     @property
     def bandwidth_GBps(self) -> np.ndarray:
@@ -42,10 +43,33 @@ def pcie_generation(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def significant_digits(text: str) -> int:
+    """Significant digits of a number as printed ('0.004' → 1, '12.0' → 3, '1.5e-4' → 2)."""
+    mantissa = str(text).strip().lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+#: A printed bandwidth with fewer significant digits than this is too coarse to give a time:
+#: '0.4' GB/s could be anything from 0.35 to 0.45 (±12%); '0.001' could be ±50%.
+MIN_SIGNIFICANT_DIGITS = 2
+
+
 def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -> list[Curve]:
-    """One Curve per (direction, run) of a copy_sweep dataset; time from time_s, else nbytes / bandwidth."""
+    """One Curve per (direction, run) of a copy_sweep dataset; time from time_s, else nbytes / bandwidth.
+
+    Sizes whose bandwidth was printed with a single significant digit are left out: the rounding
+    alone makes the time they imply uncertain by 10-50%.
+    """
+    import pandas as pd
+
     f = ds.frame
+    raw = pd.read_csv(ds.path, dtype=str)["bandwidth_GBps"]
+    f = f[raw.fillna("").map(significant_digits).to_numpy() >= MIN_SIGNIFICANT_DIGITS]
     f = f[(f["memory"] == memory) & (f["direction"].isin(directions))]
+    if "bandwidth_direction" in f.columns:  # one link, one direction: aggregates over several GPUs are not curves of a link
+        f = f[f["bandwidth_direction"].fillna(ds.meta["bandwidth_direction"]) == "unidirectional"]
+    elif ds.meta["bandwidth_direction"] != "unidirectional":
+        return []
     f = f[f["bandwidth_GBps"] > 0]  # a printed 0.0 GB/s carries no time
     runs = f["run"].fillna("") if "run" in f.columns else None
     out = []
@@ -58,17 +82,19 @@ def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -
             secs = g["time_s"].to_numpy(float)
         else:
             secs = g["nbytes"].to_numpy(float) / (g["bandwidth_GBps"].to_numpy(float) * GB)
-        label = f"{ds.label} [{direction.upper()}{', ' + str(run) if run else ''}]"
-        out.append(Curve(label, plots.MEASURED if ds.meta.get("provenance") == "measured" else plots.RECORDED,
-                         direction, tuple(int(x) for x in g["nbytes"]), tuple(float(s) for s in secs),
-                         ds.meta["title"], ds.name, pcie_generation(ds.meta.get("interconnect", ""))))
+        label = f"{ds.label} [{direction.upper()}{', ' + str(run) if run else ''}, {len(g)} sizes]"
+        how = plots.MEASURED if ds.meta.get("provenance") == "measured" else plots.RECORDED
+        short = f"{ds.meta['gpu']} {direction.upper()}{' ' + str(run) if run else ''} ({'measured' if how == plots.MEASURED else 'recorded'})"
+        out.append(Curve(label, how, direction, tuple(int(x) for x in g["nbytes"]), tuple(float(s) for s in secs),
+                         ds.meta["title"], ds.name, pcie_generation(ds.meta.get("interconnect", "")), short))
     return out
 
 
 def curve_from_sweep(sweep, label_prefix: str = "measured here") -> Curve:
     """A Curve from a live labkit.transfer.Sweep."""
     return Curve(f"{label_prefix}: {sweep.device} [{sweep.direction.upper()}]", plots.MEASURED, sweep.direction,
-                 tuple(sweep.nbytes), tuple(sweep.seconds), sweep.device, "measured here")
+                 tuple(sweep.nbytes), tuple(sweep.seconds), sweep.device, "measured here",
+                 short=f"{sweep.device} {sweep.direction.upper()} (measured here)")
 
 
 def fit_table(curves):
@@ -83,6 +109,7 @@ def fit_table(curves):
         rows.append({"curve": c.label, "direction": c.direction, "points": len(c.nbytes),
                      "alpha_us": fit.latency_s * 1e6, "beta_GBps": fit.bandwidth_GBps,
                      "n_half": format_bytes(fit.n_half_bytes), "n_half_bytes": fit.n_half_bytes,
+                     "median_residual_pct": 100 * float(np.median(np.abs(fit.residuals))),
                      "max_residual_pct": 100 * float(np.max(np.abs(fit.residuals))),
                      "largest_size": format_bytes(max(c.nbytes)),
                      "peak_measured_GBps": float(np.max(c.bandwidth_GBps))})
@@ -90,28 +117,37 @@ def fit_table(curves):
 
 
 def plot_curves(curves, *, title: str, spec_gens=(3, 4, 5, 6), fits: bool = True):
-    """Two panels: time vs size and bandwidth vs size, log axes, fits as dashed model lines."""
-    fig, (ax_t, ax_b) = plots.figure(1, 2, width=6.5, height=4.6)
+    """Two panels: time vs size and bandwidth vs size, log axes, fits as dashed model lines.
+
+    The legend sits under the panels (one entry per curve, its fit and the spec lines), so that
+    long source names never cover the data.
+    """
+    fig, (ax_t, ax_b) = plots.figure(1, 2, width=6.0, height=4.4)
     for c in curves:
         n = np.asarray(c.nbytes, float)
         h = plots.line(ax_t, n, np.asarray(c.seconds) * 1e6, c.label, c.how)
-        plots.line(ax_b, n, c.bandwidth_GBps, c.label, c.how, color=h.get_color())
+        plots.line(ax_b, n, c.bandwidth_GBps, "_nolegend_", c.how, color=h.get_color())
         fit = c.fit() if fits else None
         if fit is not None:
             xs = np.geomspace(n.min(), n.max(), 100)
-            lab = f"α={fit.latency_s * 1e6:.2g} µs, β={fit.bandwidth_GBps:.3g} GB/s ({c.system}, {c.direction})"
+            lab = (f"model: α-β fit of the curve above, α = {fit.latency_s * 1e6:.2g} µs, "
+                   f"β = {fit.bandwidth_GBps:.3g} GB/s, n½ = {format_bytes(fit.n_half_bytes)}")
             plots.line(ax_t, xs, fit.predict(xs) * 1e6, lab, plots.MODEL, color=h.get_color(), alpha=0.6)
-            plots.line(ax_b, xs, fit.predict_bandwidth_GBps(xs), lab, plots.MODEL, color=h.get_color(), alpha=0.6)
-    for g in spec_gens:
-        plots.spec_line(ax_b, models.pcie_spec(g))
+            plots.line(ax_b, xs, fit.predict_bandwidth_GBps(xs), "_nolegend_", plots.MODEL, color=h.get_color(), alpha=0.6)
+    for i, g in enumerate(spec_gens):
+        plots.spec_line(ax_b, models.pcie_spec(g), color=str(0.15 + 0.15 * i))
     for ax in (ax_t, ax_b):
         ax.set_yscale("log")
         plots.size_axis(ax)
     plots.finish(ax_t, f"{title}: time per copy", "copy size (bytes, log2)", "time per copy (µs, log)", legend=False)
-    plots.finish(ax_b, f"{title}: bandwidth", "copy size (bytes, log2)", "bandwidth (GB/s = 1e9 B/s, unidirectional)")
-    ax_t.legend(fontsize=6, loc="upper left")
-    ax_b.legend(fontsize=6, loc="lower right")
+    plots.finish(ax_b, f"{title}: bandwidth", "copy size (bytes, log2)",
+                 "bandwidth (GB/s = 1e9 B/s, unidirectional)", legend=False)
+    if spec_gens:
+        ax_b.legend(fontsize=7, loc="upper left")  # spec lines
+    handles, labels = ax_t.get_legend_handles_labels()
     fig.tight_layout()
+    if handles:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5, ncol=1, frameon=False)
     return fig
 
 
@@ -123,11 +159,11 @@ def predict(fit: models.AlphaBetaFit, nbytes: int) -> dict:
             "latency_share": fit.latency_s / t}
 
 
-def plot_prediction(fit: models.AlphaBetaFit, nbytes: int, system: str):
+def plot_prediction(fit: models.AlphaBetaFit, nbytes: int, system: str, source: str = ""):
     """The fitted curve with the chosen size marked, and the two asymptotes (α and n/β)."""
-    fig, ax = plots.figure(width=6.5, height=4.0)
+    fig, ax = plots.figure(width=8.0, height=4.6)
     xs = np.geomspace(4, 1 << 30, 200)
-    plots.line(ax, xs, fit.predict(xs) * 1e6, f"α-β fit of {system}", plots.MODEL)
+    plots.line(ax, xs, fit.predict(xs) * 1e6, "α-β fit", plots.MODEL)
     ax.axhline(fit.latency_s * 1e6, color="0.6", ls=":", label=f"α = {fit.latency_s * 1e6:.3g} µs (latency floor)")
     ax.plot(xs, xs / (fit.bandwidth_GBps * GB) * 1e6, color="0.6", ls="-.", label=f"n/β, β = {fit.bandwidth_GBps:.3g} GB/s")
     ax.axvline(fit.n_half_bytes, color="tab:red", lw=0.8, label=f"n½ = {format_bytes(fit.n_half_bytes)}")
@@ -137,7 +173,8 @@ def plot_prediction(fit: models.AlphaBetaFit, nbytes: int, system: str):
     ax.set_yscale("log")
     ax.set_ylim(fit.latency_s * 1e6 / 3, None)
     plots.size_axis(ax)
-    plots.finish(ax, "Predicted copy time", "copy size (bytes, log2)", "time (µs, log)",
-                 source=f"model: t = α + n/β fitted to {system}")
+    plots.finish(ax, f"Predicted copy time — {system}", "copy size (bytes, log2)", "time (µs, log)",
+                 source=f"model: t = α + n/β fitted to {source or system}", legend=False)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig, p

@@ -43,7 +43,7 @@ def line(ax, x, y, label: str, how: str = MEASURED, **kw):
     }
     if how not in styles:
         raise ValueError(f"how must be one of {list(styles)}")
-    if how == MODEL and not label.lower().startswith("model"):
+    if how == MODEL and not label.startswith("_") and not label.lower().startswith("model"):
         label = f"model: {label}"
     style = {**styles[how], **kw}
     return ax.plot(x, y, label=label, **style)[0]

@@ -4,7 +4,8 @@ Every notebook starts with a `parameters` cell (`mode`, `quick`, `reference`, `r
 and then makes a `Session`. For each experiment it asks `session.mode_for(name)`:
 - `live` → measure here; if the experiment's hardware is missing, raise `LiveModeUnavailable`
   saying what is missing and which mode to use instead;
-- `reference` → replay recorded data;
+- `reference` → replay recorded data (experiments that need no GPU — host memory, gloo — still
+  run live: they are cheap, deterministic enough, and the point of their notebook);
 - `auto` → live where this machine has the hardware, reference where it does not.
 What each experiment used, the datasets shown, key numbers and self-checks go to the results
 JSON (when `results_path` is set), which the tests assert on.
@@ -77,6 +78,8 @@ def resolve_mode(mode: str, experiment: str, gpus: int | None = None) -> str:
     check_mode(mode)
     need = EXPERIMENTS.get(experiment, Requirement())
     have = gpu_count() if gpus is None else gpus
+    if need.gpus == 0:
+        return "live"  # cheap CPU experiments are the point of a notebook: they run in every mode
     if mode == "reference":
         return "reference"
     if have >= need.gpus:

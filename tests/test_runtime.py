@@ -12,7 +12,8 @@ from labkit import runtime
     ("auto", "p2p_local", 1, "live"),
     ("auto", "p2p_matrix", 2, "live"),
     ("auto", "ring_gloo", 0, "live"),
-    ("reference", "ring_gloo", 8, "reference"),
+    ("reference", "ring_gloo", 8, "live"),  # CPU experiments run in every mode
+    ("reference", "host_copy_sweep", 0, "live"),
     ("reference", "h2d_sweep", 8, "reference"),
     ("live", "host_copy_sweep", 0, "live"),
     ("live", "h2d_sweep", 1, "live"),

@@ -1,0 +1,192 @@
+"""Cluster scale: flat ring vs hierarchical all-reduce against node count, and tensor-parallel placement.
+
+Everything here is a *model* built on `labkit.models.allreduce_time` (DESIGN.md cost models);
+figures that draw it say "model:". Bandwidths are per direction (a ring sends and receives at
+once), in GB/s = 1e9 B/s. A cluster is described by `ClusterLinks`:
+
+- inside a node: every GPU reaches the others at `intra_GBps` per direction (NVLink/NVSwitch:
+  NVLink 4's "900 GB/s" is the sum of both directions, so 450 GB/s per direction);
+- between nodes: `nics_per_node` NICs of `nic_GBps` each per direction. One connection uses one
+  NIC, so a *flat ring* crossing a node boundary runs at min(intra, nic) — a ring is as fast as
+  its slowest edge. The *hierarchical* algorithm sends from all g GPUs of a node at once, so each
+  GPU gets nics·nic/g across the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from . import models
+from .collectives import busbw
+
+#: Per-message latency inside a node assumed by the model: 3 µs. p2pBandwidthLatencyTest
+#: measures 2.3-3.4 µs GPU-to-GPU over NVSwitch on 8x H100/A100 (shared/reference-sources INDEX §5).
+INTRA_LATENCY_S = 3e-6
+#: Per-message latency between nodes assumed by the model: 10 µs (an RDMA hop through a switch plus
+#: NCCL's proxy thread). An assumption, not a measurement: the 2-node GH200 all-reduce floor of
+#: ~19 µs in the recorded data bounds it from above; change it and watch only small sizes move.
+INTER_LATENCY_S = 10e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterLinks:
+    """The links of a cluster of identical nodes, per direction, with where the numbers came from."""
+
+    gpus_per_node: int
+    intra_GBps: float  # per GPU, per direction, inside the node
+    nic_GBps: float  # per NIC, per direction
+    nics_per_node: int
+    intra_latency_s: float = INTRA_LATENCY_S
+    inter_latency_s: float = INTER_LATENCY_S
+    name: str = "cluster"
+    source: str = "assumed"
+
+    def __post_init__(self):
+        if self.gpus_per_node < 1 or self.nics_per_node < 1:
+            raise ValueError("gpus_per_node and nics_per_node must be >= 1")
+        if self.intra_GBps <= 0 or self.nic_GBps <= 0:
+            raise ValueError("bandwidths must be positive (GB/s per direction)")
+
+    @property
+    def inter_per_gpu_GBps(self) -> float:
+        """Network bandwidth each GPU gets when all g GPUs of a node send at once (per direction)."""
+        return self.nics_per_node * self.nic_GBps / self.gpus_per_node
+
+    @property
+    def flat_edge_GBps(self) -> float:
+        """Bandwidth of one ring edge that crosses nodes: one connection, one NIC, per direction."""
+        return min(self.intra_GBps, self.nic_GBps)
+
+    def describe(self) -> str:
+        return (f"{self.name}: {self.gpus_per_node} GPUs/node at {self.intra_GBps:g} GB/s per direction inside, "
+                f"{self.nics_per_node}×{self.nic_GBps:g} GB/s NICs per direction between nodes")
+
+
+def preset(name: str) -> ClusterLinks:
+    """Clusters built from `labkit.models.SPECS` (per-direction figures): 'H100 NDR', 'A100 HDR', 'p4d EFA'."""
+    s = models.spec
+    presets = {
+        "H100 NDR": ClusterLinks(8, s("NVLink 4").per_direction_GBps(), s("NDR").per_direction_GBps(), 8,
+                                 name="8×H100 SXM per node, 8× InfiniBand NDR",
+                                 source=f"spec: {s('NVLink 4').name}; {s('NDR').name}"),
+        "A100 HDR": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("HDR").per_direction_GBps(), 8,
+                                 name="8×A100 SXM per node, 8× InfiniBand HDR",
+                                 source=f"spec: {s('NVLink 3').name}; {s('HDR').name}"),
+        # EFA on p4d: 400 Gb/s per node over 4 adapters → 4 × 12.5 GB/s per direction.
+        "p4d EFA": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("EFA").per_direction_GBps() / 4, 4,
+                                name="p4d.24xlarge: 8×A100, 4×100 Gb/s EFA",
+                                source=f"spec: {s('NVLink 3').name}; {s('EFA').name}"),
+    }
+    if name not in presets:
+        raise KeyError(f"unknown preset {name!r}; choose one of {sorted(presets)}")
+    return presets[name]
+
+
+# --------------------------------------------------------------------------- time
+def flat_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
+    """model: one flat ring over all nodes·g GPUs, at the speed of its slowest edge."""
+    N = nodes * links.gpus_per_node
+    if nodes == 1:
+        return models.allreduce_time(nbytes, N, links.intra_GBps, links.intra_latency_s, "ring")
+    # every step of a ring waits for its slowest edge: the one that crosses nodes
+    lat = max(links.intra_latency_s, links.inter_latency_s)
+    return models.allreduce_time(nbytes, N, links.flat_edge_GBps, lat, "ring")
+
+
+def hierarchical_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
+    """model: reduce-scatter inside nodes, ring all-reduce of S/g across nodes, all-gather inside."""
+    g = links.gpus_per_node
+    return models.allreduce_time(nbytes, nodes * g, links.intra_GBps, links.intra_latency_s, "hierarchical",
+                                 gpus_per_node=g, inter_bandwidth_GBps=links.inter_per_gpu_GBps,
+                                 inter_latency_s=links.inter_latency_s)
+
+
+def slow_link_bytes(nbytes: float, group_size: int, groups: int) -> dict:
+    """Bytes that cross the slow (between-group) links, for a flat ring and for the hierarchical algorithm.
+
+    Ranks are numbered group by group (as torchrun numbers them node by node), so a flat ring over
+    N = g·m ranks crosses a group boundary m times; each crossing edge carries what one rank sends
+    in a ring, 2(N−1)/N·S. In the hierarchical algorithm every rank sends 2(m−1)/m·S/g across.
+    """
+    g, m = int(group_size), int(groups)
+    if g < 1 or m < 1:
+        raise ValueError("group_size and groups must be >= 1")
+    N, S = g * m, float(nbytes)
+    if m == 1:
+        return {"flat_per_crossing_rank": 0.0, "hier_per_rank": 0.0, "flat_per_group_uplink": 0.0,
+                "hier_per_group_uplink": 0.0, "flat_total": 0.0, "hier_total": 0.0}
+    flat_rank = 2 * (N - 1) / N * S
+    hier_rank = 2 * (m - 1) / m * S / g
+    return {
+        "flat_per_crossing_rank": flat_rank,  # one rank per group sends this across
+        "hier_per_rank": hier_rank,  # every rank sends this across
+        "flat_per_group_uplink": flat_rank,  # leaving one group, one direction
+        "hier_per_group_uplink": g * hier_rank,  # = 2(m−1)/m·S
+        "flat_total": m * flat_rank,
+        "hier_total": N * hier_rank,
+    }
+
+
+def node_sweep(nbytes: float, node_counts: Sequence[int], links: ClusterLinks):
+    """model: flat vs hierarchical time, busbw and speed-up for each node count (a DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for n in node_counts:
+        N = n * links.gpus_per_node
+        tf, th = flat_time(nbytes, n, links), hierarchical_time(nbytes, n, links)
+        rows.append({"nodes": n, "gpus": N, "nbytes": nbytes, "flat_s": tf, "hierarchical_s": th,
+                     "flat_busbw_GBps": busbw("all_reduce", nbytes, tf, N) if tf > 0 else math.nan,
+                     "hierarchical_busbw_GBps": busbw("all_reduce", nbytes, th, N) if th > 0 else math.nan,
+                     "speedup": tf / th if th > 0 else math.nan})
+    return pd.DataFrame(rows)
+
+
+def cliff(nbytes: float, links: ClusterLinks, nodes: int = 2) -> dict:
+    """How much slower per GPU (busbw) the all-reduce gets when it leaves the node: 1 node vs `nodes`."""
+    df = node_sweep(nbytes, [1, nodes], links)
+    one, many = df.iloc[0], df.iloc[1]
+    return {"busbw_1node_GBps": one["flat_busbw_GBps"],
+            "flat_busbw_GBps": many["flat_busbw_GBps"], "hierarchical_busbw_GBps": many["hierarchical_busbw_GBps"],
+            "flat_drop": one["flat_busbw_GBps"] / many["flat_busbw_GBps"],
+            "hierarchical_drop": one["flat_busbw_GBps"] / many["hierarchical_busbw_GBps"]}
+
+
+# --------------------------------------------------------------------------- tensor parallelism
+#: Megatron-style tensor parallelism without sequence parallelism: per transformer layer two
+#: all-reduces in the forward pass (after attention and after the MLP) and two in the backward
+#: pass (Shoeybi et al. 2019, "Megatron-LM", §3 and Fig. 4).
+TP_ALLREDUCES_PER_LAYER = 4
+
+
+def tp_placement(links: ClusterLinks, *, hidden: int, seq_len: int, micro_batch: int, layers: int,
+                 dtype_bytes: int = 2, tp_degrees: Sequence[int] = (1, 2, 4, 8, 16, 32)):
+    """model: the tensor-parallel all-reduce cost of one micro-batch, for TP inside vs across nodes.
+
+    Each all-reduce moves the activations b·s·h·dtype over the TP group. Inside the NVLink domain
+    (tp ≤ g) it is a ring at intra bandwidth; beyond it the TP group spans tp/g nodes and every
+    layer pays the network (flat ring, and the best case of the hierarchical algorithm).
+    """
+    import pandas as pd
+
+    S = micro_batch * seq_len * hidden * dtype_bytes
+    g = links.gpus_per_node
+    rows = []
+    for tp in tp_degrees:
+        if tp > g and tp % g:
+            raise ValueError(f"TP degree {tp} is above {g} GPUs per node but not a multiple of it")
+        n_ar = TP_ALLREDUCES_PER_LAYER * layers
+        if tp <= g:
+            t_flat = t_hier = models.allreduce_time(S, tp, links.intra_GBps, links.intra_latency_s, "ring")
+            where = "inside the NVLink domain" if tp > 1 else "no TP"
+        else:
+            nodes = tp // g
+            t_flat, t_hier = flat_time(S, nodes, links), hierarchical_time(S, nodes, links)
+            where = f"across {nodes} nodes"
+        rows.append({"tp": tp, "placement": where, "bytes_per_allreduce": S,
+                     "allreduce_flat_s": t_flat, "allreduce_hierarchical_s": t_hier,
+                     "allreduces_per_microbatch": n_ar if tp > 1 else 0,
+                     "comm_flat_s": n_ar * t_flat, "comm_hierarchical_s": n_ar * t_hier})
+    return pd.DataFrame(rows)

@@ -1,0 +1,230 @@
+"""One rank of the hierarchical-vs-flat all-reduce benchmark — under labkit.launch or under torchrun.
+
+Across machines (c10d rendezvous; each node runs one agent with one process per GPU):
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+             -m labkit.hierarchy_worker --sizes 64MiB,1GiB --json
+
+Ranks are grouped node by node: the group size is LOCAL_WORLD_SIZE (GPUs per node), so the
+hierarchical algorithm's middle phase is exactly the traffic between machines. Rank 0 prints one
+JSON record per (algorithm, size) with the same fields as `labkit bench allreduce`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import statistics
+import sys
+import time
+
+from . import hierarchical as H
+from .collectives import algbw, busbw
+from .timing import time_host
+
+#: Warm-up collectives before timing (the first call sets up connections and buffers).
+WARMUP = 1
+#: Correctness tolerance against dist.all_reduce: the sum order differs, float32 rounding does not.
+RTOL, ATOL = 1e-5, 1e-5
+ALGORITHMS = ("library", "flat_ring", "hierarchical")
+
+
+def _sync(device):
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> None:
+    """Move this rank into its group's namespace and rebuild the default group there.
+
+    The launcher's group lives on the host's loopback. A store hosted by rank 0 is reached by
+    every rank *before* it changes namespace (an open socket keeps working afterwards), then gloo
+    is re-initialised with its sockets bound to the namespace's interface — so traffic between
+    groups crosses the shaped uplinks, and traffic inside a group stays on the namespace's loopback.
+    """
+    import torch.distributed as dist
+
+    from . import slowlink
+
+    timeout = _dt.timedelta(seconds=timeout_s)
+    store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timeout, wait_for_workers=False) if rank == 0 else None
+    port = [store.port if store else None]
+    dist.broadcast_object_list(port, src=0)
+    if rank != 0:
+        store = dist.TCPStore("127.0.0.1", port[0], world_size, False, timeout=timeout)
+    dist.barrier()
+    dist.destroy_process_group()
+    slowlink.enter(slow["namespaces"][rank // slow["group_size"]])
+    os.environ["GLOO_SOCKET_IFNAME"] = slow["iface"]
+    dist.init_process_group("gloo", store=dist.PrefixStore("labkit-netns", store), rank=rank,
+                            world_size=world_size, timeout=timeout)
+    _join_netns.store = store  # keep the client (and rank 0's server) alive while the group lives
+
+
+def _wire_bytes(slow: dict, rank: int) -> int | None:
+    """tx bytes of this group's uplink (read by local rank 0 of each group), or None."""
+    if slow.get("kind") != "netns" or rank % slow["group_size"]:
+        return None
+    from .slowlink import iface_counters
+
+    return iface_counters(slow["iface"])["tx_bytes"]
+
+
+def bench_rank(rank: int, world_size: int, *, group_size: int, sizes, repeats: int = 5, slow: dict | None = None,
+               timeout_s: float = 120.0, device: str = "cpu") -> list[dict] | None:
+    """Check and time library / flat ring / hierarchical all-reduce on this rank; rank 0 returns the records."""
+    import torch
+    import torch.distributed as dist
+
+    slow = dict(slow or {"kind": "none"})
+    slow.setdefault("group_size", group_size)
+    if slow["kind"] == "netns":
+        _join_netns(rank, world_size, slow, timeout_s)
+    layout = H.Layout(world_size, group_size)
+    groups = H.make_groups(layout)
+    uplink = None
+    if slow["kind"] == "emulated":
+        uplink = H.SharedUplink(slow["uplinks"][layout.group_of(rank)], slow["rate_GBps"] * 1e9)
+    link = H.Link(layout, rank, uplink)
+    dev = torch.device(device)
+    ops = {"library": lambda t: dist.all_reduce(t),
+           "flat_ring": lambda t: H.flat_all_reduce(t, groups, link),
+           "hierarchical": lambda t: H.hierarchical_all_reduce(t, groups, link)}
+    records = []
+    for nbytes in sizes:
+        numel = max(1, int(nbytes) // 4)  # float32
+        gen = torch.Generator().manual_seed(1234 + rank)
+        x0 = torch.randn(numel, generator=gen).to(dev)
+        ref = x0.clone()
+        dist.all_reduce(ref)
+        for algo in ALGORITHMS:
+            # correctness, apart from timing
+            t = x0.clone()
+            ops[algo](t)
+            ok = bool(torch.allclose(t, ref, rtol=RTOL, atol=ATOL))
+            # bytes: counted by the Link (hand-written sends) and, in namespaces, on the wire
+            dist.barrier()
+            w0 = _wire_bytes(slow, rank)
+            dist.barrier()  # nobody sends before every group's counter is read
+            link.reset()
+            ops[algo](t)
+            _sync(dev)
+            sent = dict(link.sent)
+            dist.barrier()
+            w1 = _wire_bytes(slow, rank)
+            # time: every rank runs the same number of calls (inner=1); a sample is the slowest rank's
+            buf = torch.zeros(numel, device=dev)
+
+            def call():
+                ops[algo](buf)
+                _sync(dev)
+
+            dist.barrier()
+            m = time_host(call, repeats=repeats, warmup=WARMUP, inner=1)
+            per_rank = [None] * world_size
+            dist.all_gather_object(per_rank, {"samples": list(m.samples_s), "sent": sent, "ok": ok,
+                                              "wire": None if w0 is None else w1 - w0})
+            if rank == 0:
+                samples = [max(r["samples"][i] for r in per_rank) for i in range(repeats)]
+                seconds = statistics.median(samples)
+                wire = [r["wire"] for r in per_rank if r["wire"] is not None]
+                records.append({
+                    "impl": algo, "backend": dist.get_backend(), "world_size": world_size, "group_size": group_size,
+                    "groups": layout.groups, "nbytes": numel * 4, "seconds": seconds,
+                    "algbw_GBps": algbw(numel * 4, seconds), "busbw_GBps": busbw("all_reduce", numel * 4, seconds, world_size),
+                    "samples_s": samples, "correct": all(r["ok"] for r in per_rank),
+                    "slow_link": slow["kind"], "rate_GBps": slow.get("rate_GBps"),
+                    "counted_inter_bytes_per_rank": [r["sent"]["inter"] for r in per_rank] if algo != "library" else None,
+                    "counted_intra_bytes_per_rank": [r["sent"]["intra"] for r in per_rank] if algo != "library" else None,
+                    "wire_tx_bytes_per_group": wire or None,
+                })
+    dist.barrier()
+    return records if rank == 0 else None
+
+
+def straggler_rank(rank: int, world_size: int, *, delay_rank: int, delay_s: float, nbytes: int,
+                   repeats: int = 3) -> dict:
+    """Time one all-reduce per repeat from a common barrier while `delay_rank` sleeps `delay_s` first."""
+    import torch
+    import torch.distributed as dist
+
+    x = torch.zeros(max(1, nbytes // 4))
+    dist.all_reduce(x)  # warm-up: connections and buffers
+    total, inside = [], []
+    for _ in range(repeats):
+        dist.barrier()
+        t0 = time.perf_counter()
+        if rank == delay_rank:
+            time.sleep(delay_s)
+        t1 = time.perf_counter()
+        dist.all_reduce(x)
+        t2 = time.perf_counter()
+        total.append(t2 - t0)  # from the barrier to the end of the collective
+        inside.append(t2 - t1)  # inside the collective call: waiting for the slowest rank + the work
+    return {"rank": rank, "total_s": statistics.median(total), "in_collective_s": statistics.median(inside),
+            "delayed": rank == delay_rank}
+
+
+# --------------------------------------------------------------------------- torchrun entry point
+def _env_int(name: str) -> int:
+    if name not in os.environ:
+        raise SystemExit(f"labkit.hierarchy_worker: {name} is not set — start this module with torchrun "
+                         "(python -m torch.distributed.run ... -m labkit.hierarchy_worker)")
+    return int(os.environ[name])
+
+
+def main(argv=None) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from .units import parse_sizes
+
+    p = argparse.ArgumentParser(prog="python -m labkit.hierarchy_worker",
+                                description="hierarchical vs flat ring all-reduce, one rank (run under torchrun)")
+    p.add_argument("--sizes", default="1MiB", help="comma-separated, e.g. 4MiB,64MiB")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    p.add_argument("--out", help="rank 0 also writes the records here (JSON list)")
+    p.add_argument("--json", action="store_true", help="rank 0 prints one JSON record per line")
+    args = p.parse_args(argv)
+    rank, world, local_rank, local_world = (_env_int(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"))
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_world else "gloo"
+    device = "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, timeout=_dt.timedelta(seconds=args.timeout))
+    try:
+        sizes = [local_world] * world
+        dist.all_gather_object(sizes, local_world)
+        if len(set(sizes)) != 1:
+            raise SystemExit(f"every node must run the same number of processes (LOCAL_WORLD_SIZE), got {sizes}")
+        records = bench_rank(rank, world, group_size=local_world, sizes=parse_sizes(args.sizes),
+                             repeats=args.repeats, timeout_s=args.timeout, device=device)
+        if rank == 0:
+            for r in records:
+                r.update(launcher="torchrun", nodes=world // local_world)
+                if args.json:
+                    print(json.dumps(r), flush=True)
+                else:
+                    print(f"{r['impl']:13s} {r['nbytes']:>12d} B  {r['seconds'] * 1e3:9.3f} ms  "
+                          f"busbw {r['busbw_GBps']:.3f} GB/s  correct={r['correct']}", flush=True)
+            if args.out:
+                with open(args.out + ".tmp", "w") as f:
+                    json.dump(records, f)
+                os.replace(args.out + ".tmp", args.out)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""A slow link between groups of processes on one machine: network namespaces, veth pairs and tc.
+
+`NetnsCluster(groups=m, rate_GBps=R)` builds, as root, a miniature cluster in the kernel:
+
+    node ns 0 ──veth── ┐
+    node ns 1 ──veth── ┤  switch ns (a Linux bridge)
+    ...                ┘
+
+Each "node" is a network namespace with one interface (`lk0`, 10.231.0.<i+1>/24) whose egress
+is shaped by a token-bucket filter (`tc qdisc tbf`) to R GB/s, and the switch port towards the
+node is shaped the same way, so every node's uplink carries at most R GB/s *per direction*.
+Processes inside one namespace talk over its loopback (fast); between namespaces every byte goes
+through the shaped uplinks — a genuinely slower link, with real TCP, real queues and real counters.
+
+Cleanup is not optional: the context manager deletes every namespace it made (deleting a
+namespace destroys its veth ends), `atexit` does it again if the interpreter exits, and
+`remove_stale()` deletes namespaces left by a process that no longer exists.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+#: Namespace names start with this, then the owner's pid: stale ones can be found and removed.
+PREFIX = "labkit"
+#: Interface name inside every node namespace (GLOO_SOCKET_IFNAME points gloo at it).
+IFACE = "lk0"
+SUBNET = "10.231.0"
+#: Jumbo frames, as RDMA/RoCE clusters use: fewer packets per byte for a 2-core machine to push.
+MTU = 9000
+#: tbf queue: 200 ms of data (at least 1 MiB) — deep enough that TCP is not starved by drops.
+QUEUE_S, MIN_QUEUE_BYTES = 0.2, 1 << 20
+#: tbf bucket depth: 64 KiB, or 10 ms of data at high rates (must exceed rate / kernel HZ).
+MIN_BURST_BYTES, BURST_S = 64 << 10, 0.01
+NETNS_DIR = Path("/var/run/netns")
+_CLONE_NEWNET = 0x40000000
+
+
+def available() -> tuple[bool, str]:
+    """Whether this machine can build a NetnsCluster, and why not."""
+    if os.name != "posix" or not Path("/proc/self/ns/net").exists():
+        return False, "not Linux (network namespaces are a Linux feature)"
+    if os.geteuid() != 0:
+        return False, "not running as root (creating network namespaces needs CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return False, f"`{tool}` not found (install iproute2)"
+    return True, "root, ip and tc available"
+
+
+def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(args), capture_output=True, text=True, timeout=30)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"`{' '.join(args)}` failed: {r.stderr.strip() or r.stdout.strip()}")
+    return r
+
+
+def list_namespaces() -> list[str]:
+    r = _sh("ip", "netns", "list", check=False)
+    return [ln.split()[0] for ln in r.stdout.splitlines() if ln.strip()]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale() -> list[str]:
+    """Delete labkit namespaces whose creating process is gone; return their names."""
+    gone = []
+    for ns in list_namespaces():
+        m = re.match(rf"^{PREFIX}(\d+)-", ns)
+        if m and not _pid_alive(int(m.group(1))):
+            _sh("ip", "netns", "del", ns, check=False)
+            gone.append(ns)
+    return gone
+
+
+def enter(namespace: str) -> None:
+    """Move the calling thread into a named network namespace (sockets made afterwards live there)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(NETNS_DIR / namespace, os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into network namespace {namespace!r} failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def iface_counters(iface: str = IFACE) -> dict:
+    """tx/rx bytes and packets of an interface in the *current* network namespace (/proc/net/dev)."""
+    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() == iface:
+            f = rest.split()
+            return {"rx_bytes": int(f[0]), "rx_packets": int(f[1]), "tx_bytes": int(f[8]), "tx_packets": int(f[9])}
+    raise KeyError(f"no interface {iface!r} in this network namespace")
+
+
+class NetnsCluster:
+    """m node namespaces joined through a switch namespace by uplinks of `rate_GBps` per direction."""
+
+    def __init__(self, groups: int, rate_GBps: float):
+        if groups < 2:
+            raise ValueError("a slow link needs at least two groups")
+        if rate_GBps <= 0:
+            raise ValueError(f"rate must be positive, got {rate_GBps} GB/s")
+        self.groups, self.rate_GBps = int(groups), float(rate_GBps)
+        tag = f"{PREFIX}{os.getpid()}-{id(self) % 10000}"
+        self.switch = f"{tag}-sw"
+        self.nodes = [f"{tag}-n{i}" for i in range(self.groups)]
+        self._made: list[str] = []
+
+    def address(self, group: int) -> str:
+        return f"{SUBNET}.{group + 1}"
+
+    def _tbf(self, ns: str, dev: str) -> None:
+        rate_Bps = self.rate_GBps * 1e9
+        burst = int(max(MIN_BURST_BYTES, rate_Bps * BURST_S))
+        limit = int(max(MIN_QUEUE_BYTES, rate_Bps * QUEUE_S))
+        _sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{int(rate_Bps * 8)}bit",
+            "burst", str(burst), "limit", str(limit))
+
+    def __enter__(self) -> "NetnsCluster":
+        ok, why = available()
+        if not ok:
+            raise RuntimeError(f"cannot build network namespaces: {why}; use the emulated slow link instead")
+        atexit.register(self.close)
+        try:
+            self._add(self.switch)
+            _sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+            _sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+            for i, ns in enumerate(self.nodes):
+                self._add(ns)
+                port = f"p{i}"
+                _sh("ip", "link", "add", IFACE, "netns", ns, "type", "veth", "peer", "name", port, "netns", self.switch)
+                _sh("ip", "-n", self.switch, "link", "set", port, "mtu", str(MTU), "master", "br0")
+                _sh("ip", "-n", self.switch, "link", "set", port, "up")
+                _sh("ip", "-n", ns, "link", "set", IFACE, "mtu", str(MTU))
+                _sh("ip", "-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", IFACE)
+                _sh("ip", "-n", ns, "link", "set", IFACE, "up")
+                _sh("ip", "-n", ns, "link", "set", "lo", "up")
+                self._tbf(ns, IFACE)  # node → switch
+                self._tbf(self.switch, port)  # switch → node
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _add(self, ns: str) -> None:
+        _sh("ip", "netns", "add", ns)
+        self._made.append(ns)
+
+    def close(self) -> None:
+        """Delete every namespace this cluster made (their veth ends go with them). Idempotent."""
+        while self._made:
+            _sh("ip", "netns", "del", self._made.pop(), check=False)
+        atexit.unregister(self.close)
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return (f"{self.groups} network namespaces joined through a bridge; each uplink shaped by tc tbf to "
+                f"{self.rate_GBps:g} GB/s per direction ({self.rate_GBps * 8:g} Gb/s)")

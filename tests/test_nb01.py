@@ -1,0 +1,44 @@
+"""Notebook 01 executed by papermill in reference mode, asserting on its results JSON."""
+
+import pytest
+
+from labkit import latency_curve as lc, reference
+
+
+@pytest.mark.notebook
+def test_nb01_reference_mode(run_nb):
+    r = run_nb("01_pcie_latency_curve")
+    assert r["mode"] == "reference"
+    assert r["experiments"]["h2d_sweep"]["mode"] == "reference"
+    # host memory is measured live in every mode, and labelled as such
+    assert r["experiments"]["host_copy_sweep"]["mode"] == "live"
+    # at least three recorded systems, including the three the course is built on
+    shown = r["datasets"]
+    assert len(shown) >= 3
+    for needle in ("v100_pcie", "quadro_rtx6000", "a100", "t4", "2080"):
+        assert any(needle in name for name in shown), f"no dataset with {needle!r} shown: {shown}"
+    # the fit is plausible: a latency floor of a few µs and a bandwidth below the PCIe Gen3 spec
+    assert 0.5 < r["numbers"]["alpha_us"] < 50
+    assert 1 < r["numbers"]["beta_GBps"] < 15.76
+    assert r["numbers"]["n_half_bytes"] > 1024
+    assert r["all_checks_passed"], r["checks"]
+    # unanswered exercises are reported, not crashed on
+    assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
+
+
+def test_fit_on_recorded_sweep_gives_a_plausible_latency_floor():
+    """The CSE 554 sweep times synchronous cudaMemcpy (its README derives ~6-7 µs per call)."""
+    name = next(n for n in reference.list_datasets(kind="copy_sweep") if "quadro_rtx6000" in n)
+    curves = [c for c in lc.curves_from_dataset(reference.load(name)) if c.direction == "h2d"]
+    assert curves
+    for c in curves:
+        fit = c.fit()
+        assert 5.0 < fit.latency_s * 1e6 < 8.0
+        assert 8.0 < fit.bandwidth_GBps < 15.76  # below PCIe Gen3 x16 per direction
+
+
+def test_significant_digits_filter():
+    assert lc.significant_digits("0.004") == 1
+    assert lc.significant_digits("12.0") == 3
+    assert lc.significant_digits("1.5e-4") == 2
+    assert lc.significant_digits("0.000151264") == 6
