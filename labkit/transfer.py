@@ -91,6 +91,35 @@ def host_copy_sweep(sizes: Sequence[int], *, repeats: int = timing.DEFAULT_REPEA
     return Sweep("host", "host", tuple(out), f"host memory ({cpu_model()})")
 
 
+def check_pinned_request(nbytes: int) -> int:
+    """Refuse a pinned allocation above PINNED_CAP_BYTES, before anything is allocated."""
+    nbytes = check_size(nbytes)
+    if nbytes > PINNED_CAP_BYTES:
+        raise ValueError(f"{format_bytes(nbytes)} of pinned memory is above labkit's cap of "
+                         f"{format_bytes(PINNED_CAP_BYTES)} (labkit.transfer.PINNED_CAP_BYTES): pinned pages "
+                         "cannot be swapped out, and pinning too much starves the OS. Use a smaller size.")
+    return nbytes
+
+
+def sweep_sizes(sizes, measure_one: Callable[[int], timing.Measurement], *, is_oom: Callable[[BaseException], bool],
+                on_oom: Callable[[], None] = lambda: None, desc: str = "", progress: bool = False):
+    """Measure each size; a size that runs out of memory is skipped and named, the rest are kept.
+
+    Returns (measurements, skipped). `measure_one` allocates and times one size; `is_oom` tells an
+    out-of-memory error from a real failure (which propagates).
+    """
+    out, skipped = [], []
+    for n in _progress(sizes, desc, progress):
+        try:
+            out.append(measure_one(n))
+        except Exception as e:  # noqa: BLE001 — filtered by is_oom, everything else re-raised
+            if not is_oom(e):
+                raise
+            skipped.append(f"{format_bytes(n)}: out of memory ({type(e).__name__})")
+            on_oom()
+    return out, skipped
+
+
 def gpu_copy_sweep(sizes: Sequence[int], direction: str = "h2d", memory: str = "pinned", *,
                    repeats: int = timing.DEFAULT_REPEATS, device: int = 0, progress: bool = False) -> Sweep:
     """Time host↔device (or device-local) copies for each size on one CUDA device.
@@ -99,37 +128,33 @@ def gpu_copy_sweep(sizes: Sequence[int], direction: str = "h2d", memory: str = "
     pageable: host-timed synchronous copies (the driver stages them through a pinned buffer).
     A size that does not fit in memory is skipped and named in `Sweep.skipped`.
     """
-    import torch
-
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if memory not in MEMORIES:
         raise ValueError(f"memory must be one of {MEMORIES}, got {memory!r}")
+    sizes = [check_size(n) for n in sizes]
+    if memory == "pinned" and direction != "d2d":
+        for n in sizes:
+            check_pinned_request(n)
+    import torch
+
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device: run with mode='reference' (or 'auto'), or see `labkit doctor`")
     dev = torch.device("cuda", device)
-    out, skipped = [], []
-    for n in _progress(sizes, f"{direction} {memory}", progress):
-        n = check_size(n)
-        if memory == "pinned" and direction != "d2d" and n > PINNED_CAP_BYTES:
-            raise ValueError(f"{format_bytes(n)} is above labkit's pinned-memory cap of "
-                             f"{format_bytes(PINNED_CAP_BYTES)} (labkit.transfer.PINNED_CAP_BYTES)")
-        try:
-            src, dst = _buffers(n, direction, memory, dev)
-        except torch.OutOfMemoryError:
-            skipped.append(f"{format_bytes(n)}: out of memory")
-            torch.cuda.empty_cache()
-            continue
+
+    def measure_one(n: int) -> timing.Measurement:
+        src, dst = _buffers(n, direction, memory, dev)
         label = f"{direction} {memory} {format_bytes(n)}"
         if memory == "pinned" or direction == "d2d":
-            m = timing.time_cuda(lambda: dst.copy_(src, non_blocking=True), repeats=repeats, nbytes=n, label=label)
-        else:
-            def copy():
-                dst.copy_(src)
-                torch.cuda.synchronize(dev)
-            m = timing.time_host(copy, repeats=repeats, nbytes=n, label=label)
-        out.append(m)
-        del src, dst
+            return timing.time_cuda(lambda: dst.copy_(src, non_blocking=True), repeats=repeats, nbytes=n, label=label)
+
+        def copy():
+            dst.copy_(src)
+            torch.cuda.synchronize(dev)
+        return timing.time_host(copy, repeats=repeats, nbytes=n, label=label)
+
+    out, skipped = sweep_sizes(sizes, measure_one, is_oom=lambda e: isinstance(e, torch.OutOfMemoryError),
+                               on_oom=torch.cuda.empty_cache, desc=f"{direction} {memory}", progress=progress)
     return Sweep(direction, "device" if direction == "d2d" else memory, tuple(out),
                  torch.cuda.get_device_name(dev), tuple(skipped))
 
