@@ -88,3 +88,15 @@ def test_old_style_table_without_affinity_columns():
 def test_bad_tables_are_rejected(bad):
     with pytest.raises(ValueError):
         parse_topology(bad)
+
+
+def test_every_topology_stored_with_a_dataset_parses():
+    from labkit import reference
+
+    stored = [reference.load(n) for n in reference.list_datasets(kind="p2p_matrix")]
+    stored = [d for d in stored if d.meta.get("topology")]
+    assert len(stored) >= 3
+    for d in stored:
+        df = parse_topology(d.meta["topology"])
+        gpus = [x for x in df.index if x.startswith("GPU")]
+        assert len(gpus) == d.meta["gpu_count"], d.name
