@@ -84,7 +84,7 @@ def figure_problems(fig) -> list[str]:
             text = getattr(ax, f"get_{what}")()
             if not text or "(" not in text:
                 problems.append(f"axes {i}: {what} {text!r} has no unit")
-        has_source = ax.get_legend() is not None or any(w in ax.get_title().lower()
+        has_source = ax.get_legend() is not None or bool(fig.legends) or any(w in ax.get_title().lower()
                                                          for w in ("measured", "recorded", "model", "source"))
         if not has_source:
             problems.append(f"axes {i}: no legend or source in the title")
