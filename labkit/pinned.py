@@ -1,0 +1,578 @@
+"""Pinned vs pageable host memory: the copy speed-up, what pinning itself costs, and the non_blocking pitfall.
+
+- `pinned_empty` / `pin`: pinned allocations capped by `labkit.transfer.PINNED_CAP_BYTES`, with a
+  clear error past it (pinned pages cannot be swapped out; pinning too much starves the OS).
+- `ratio_survey(datasets)`: pinned/pageable bandwidth ratio of every recorded `copy_sweep` that
+  holds both kinds for the same direction and size; systems with pinned numbers only have no ratio.
+- `measure_pin_cost` (GPU): what `tensor.pin_memory()` costs, cold and warm, against the H2D time
+  it saves; `measure_host_pin_part` (any CPU): the host half of pinning — a fresh allocation,
+  first touch, copy and page lock — a lower bound of the real cost. `break_even_table`: after how
+  many copies pinning a fresh tensor pays.
+- `measure_dataloader` (GPU): `DataLoader(pin_memory=True/False)` throughput on synthetic images.
+- `nonblocking_pitfall_gpu` / `_host`: reading the destination of a non_blocking D2H copy before
+  synchronising gives wrong data; after synchronising it is right.
+- `labkit bench pinned` and the `pinned` recorder of `labkit record` (GPU only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from . import timing
+from .transfer import PINNED_CAP_BYTES
+from .units import GB, KiB, MiB, format_bytes, pow2_sizes
+
+#: Below this bandwidth a source's printed value may have under two significant digits (the CSE 554
+#: console table prints 3 decimals: 0.001 GB/s), so a ratio of two such values means nothing.
+RATIO_MIN_GBPS = 0.1
+#: Sizes for the pin-cost experiment: 64 KiB .. 256 MiB every 4× (quick: up to 16 MiB).
+PIN_MIN_BYTES, PIN_MAX_BYTES, PIN_QUICK_MAX_BYTES = 64 * KiB, 256 * MiB, 16 * MiB
+#: Repeats of a cold pin (each one frees torch's pinned-memory cache first, so keep it small).
+PIN_REPEATS = 5
+#: DataLoader experiment: ImageNet-sized uint8 images (3×224×224 = 150,528 B), batch 64 (≈ 9.6 MB).
+SAMPLE_SHAPE, BATCH_SIZE, LOADER_WORKERS = (3, 224, 224), 64, 2
+#: Batches timed per DataLoader run (after one untimed pass that starts the workers).
+LOADER_BATCHES, QUICK_LOADER_BATCHES = 60, 20
+#: Distinct samples held in RAM by the synthetic dataset (indices wrap around).
+DATASET_SAMPLES = 256
+#: Bytes copied in the non_blocking pitfall demo (large enough that the copy takes a while).
+PITFALL_BYTES = 64 * MiB
+#: GPU clock cycles `torch.cuda._sleep` spins before the pitfall's copy (≈ 25-50 ms at 1-2 GHz):
+#: it stands in for a forward pass still running when the host reads the result.
+PITFALL_SLEEP_CYCLES = 50_000_000
+
+
+class PinnedCapError(ValueError):
+    """A pinned allocation larger than labkit's cap was asked for."""
+
+
+# --------------------------------------------------------------------------- capped pinned allocation
+def check_pinned_request(nbytes: int, cap: int = PINNED_CAP_BYTES) -> int:
+    """Return nbytes if it may be pinned; raise PinnedCapError (saying what to do) if it is above `cap`."""
+    nbytes = int(nbytes)
+    if nbytes <= 0:
+        raise ValueError(f"a pinned buffer needs at least 1 byte, got {nbytes}")
+    if nbytes > cap:
+        raise PinnedCapError(
+            f"refusing to pin {format_bytes(nbytes)}: above labkit's pinned-memory cap of {format_bytes(cap)} "
+            f"(labkit.transfer.PINNED_CAP_BYTES). Pinned pages cannot be swapped out, so pinning a large share "
+            f"of RAM can freeze the machine. Pin smaller chunks and reuse them (a staging ring), or pass a "
+            f"larger cap= deliberately if you know this machine has the memory to spare.")
+    return nbytes
+
+
+def can_pin() -> bool:
+    """True when torch can allocate pinned memory here (it needs a CUDA driver and device)."""
+    from .runtime import gpu_count
+
+    return gpu_count() > 0
+
+
+def _need_cuda(what: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise RuntimeError(
+            f"{what} needs a CUDA GPU: pinned (page-locked) host memory is allocated through the CUDA driver, "
+            f"and torch {torch.__version__} ({build}) sees no CUDA device. Run notebook 02 with mode='reference' "
+            f"(recorded data), use `labkit bench host` for host memory, or see `labkit doctor`.")
+
+
+def pinned_empty(nbytes: int, *, cap: int = PINNED_CAP_BYTES):
+    """An uninitialised pinned uint8 tensor of nbytes, refused above `cap` before anything is allocated."""
+    import torch
+
+    check_pinned_request(nbytes, cap)
+    _need_cuda("pinned_empty")
+    return torch.empty(int(nbytes), dtype=torch.uint8, pin_memory=True)
+
+
+def pin(tensor, *, cap: int = PINNED_CAP_BYTES):
+    """`tensor.pin_memory()` (a pinned copy), refused above `cap`."""
+    check_pinned_request(tensor.numel() * tensor.element_size(), cap)
+    _need_cuda("pin")
+    return tensor.pin_memory()
+
+
+# --------------------------------------------------------------------------- recorded ratios
+def ratio_frame(ds):
+    """Pinned/pageable ratios of one copy_sweep dataset: one row per (direction, run, size) with both."""
+    import pandas as pd
+
+    f = ds.frame
+    if "memory" not in f.columns or not {"pinned", "pageable"} <= set(f["memory"]):
+        return pd.DataFrame()
+    keys = ["direction", "nbytes"] + (["run"] if "run" in f.columns else [])
+    f = f[f["bandwidth_GBps"] >= RATIO_MIN_GBPS]
+    p = f[f["memory"] == "pinned"].set_index(keys)["bandwidth_GBps"]
+    q = f[f["memory"] == "pageable"].set_index(keys)["bandwidth_GBps"]
+    both = pd.concat({"pinned_GBps": p, "pageable_GBps": q}, axis=1, join="inner").reset_index()
+    if "run" not in both.columns:
+        both["run"] = ""
+    both["ratio"] = both["pinned_GBps"] / both["pageable_GBps"]
+    both.insert(0, "dataset", ds.name)
+    both.insert(1, "title", ds.meta["title"])
+    both.insert(2, "label", ds.label)
+    return both.sort_values(["direction", "run", "nbytes"]).reset_index(drop=True)
+
+
+def ratio_survey(datasets):
+    """(ratios, pinned_only): ratio rows of every dataset that has both kinds, and the ones that do not.
+
+    `pinned_only` is a DataFrame (dataset, title, directions) of host↔device sweeps holding pinned
+    numbers only: they have no pinned/pageable ratio, and nothing is made up for them.
+    """
+    import pandas as pd
+
+    frames, only = [], []
+    for ds in datasets:
+        f = ds.frame
+        hd = f[f["direction"].isin(["h2d", "d2h"])]
+        if len(hd) == 0:
+            continue
+        r = ratio_frame(ds)
+        if len(r):
+            frames.append(r)
+        elif set(hd["memory"]) == {"pinned"}:
+            only.append({"dataset": ds.name, "title": ds.meta["title"],
+                         "directions": ", ".join(sorted(set(hd["direction"])))})
+    ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["dataset", "title", "label", "direction", "nbytes", "run", "pinned_GBps", "pageable_GBps", "ratio"])
+    return ratios, pd.DataFrame(only, columns=["dataset", "title", "directions"])
+
+
+def largest_size_ratios(ratios):
+    """Per (dataset, direction, run): the ratio at the largest size both kinds share (the plateau end)."""
+    if len(ratios) == 0:
+        return ratios
+    idx = ratios.groupby(["dataset", "direction", "run"])["nbytes"].idxmax()
+    return ratios.loc[idx].sort_values("ratio").reset_index(drop=True)
+
+
+def draw_ratios(ax, ratios, *, folklore: float | None = 2.0):
+    """Pinned/pageable ratio vs size, every recorded system; single-size sources as markers."""
+    from .plots import RECORDED, finish, line, size_axis
+
+    for (label, direction, run), g in ratios.groupby(["label", "direction", "run"], sort=False):
+        g = g.sort_values("nbytes")
+        name = f"{label} — {direction.upper()}" + (f" ({run})" if run else "")
+        if len(g) == 1:
+            ax.plot(g["nbytes"], g["ratio"], marker="D" if direction == "h2d" else "v", ms=7, ls="none",
+                    mfc="none", mew=1.5, label=name)
+        else:
+            line(ax, g["nbytes"], g["ratio"], name, how=RECORDED, ls="-" if direction == "h2d" else "--")
+    ax.axhline(1.0, color="0.6", lw=0.8)
+    if folklore:
+        ax.axhline(folklore, color="tab:red", ls=":", lw=1.2, label=f"the folklore '≈{folklore:g}×' (a claim, not a measurement)")
+    size_axis(ax)
+    finish(ax, "Pinned / pageable bandwidth ratio — every recorded system with both", "transfer size (bytes, log2)",
+           "pinned ÷ pageable bandwidth (×, unidirectional)", source="recorded: sources in the legend")
+
+
+def draw_sweeps(ax, datasets, *, directions=("h2d", "d2h"), measured=()):
+    """Bandwidth vs size for pinned and pageable: recorded datasets (thin) and `measured` Sweeps (bold)."""
+    from .plots import MEASURED, RECORDED, finish, line, size_axis
+
+    for ds in datasets:
+        f = ds.frame
+        f = f[f["direction"].isin(directions) & f["memory"].isin(["pinned", "pageable"]) & (f["bandwidth_GBps"] > 0)]
+        groups = ["direction", "memory"] + (["run"] if "run" in f.columns else [])
+        for key, g in f.groupby(groups):
+            direction, memory = key[0], key[1]
+            run = key[2] if len(key) > 2 else ""
+            if run and run != sorted(set(f["run"]))[0]:
+                continue  # one run per source keeps the figure readable; the ratio figure shows all runs
+            name = f"{ds.meta['title']} — {direction.upper()} {memory}"
+            g = g.sort_values("nbytes")
+            if len(g) == 1:
+                ax.plot(g["nbytes"], g["bandwidth_GBps"], marker="D" if memory == "pinned" else "x", ms=6, ls="none",
+                        label=f"recorded: {name}")
+            else:
+                line(ax, g["nbytes"], g["bandwidth_GBps"], f"recorded: {name}", how=RECORDED,
+                     ls="-" if memory == "pinned" else "--")
+    for s in measured:
+        line(ax, s.nbytes, s.bandwidth_GBps, f"measured here: {s.device} — {s.direction.upper()} {s.memory}", how=MEASURED,
+             ls="-" if s.memory == "pinned" else "--")
+    ax.set_yscale("log")
+    size_axis(ax)
+    finish(ax, "Host↔device copies: pinned vs pageable", "transfer size (bytes, log2)",
+           "bandwidth (GB/s, unidirectional)", source="sources in the legend")
+
+
+# --------------------------------------------------------------------------- pin cost and break-even
+@dataclasses.dataclass(frozen=True)
+class PinCost:
+    """What pinning `nbytes` costs, and (when measured on a GPU) the copy times it changes."""
+
+    nbytes: int
+    pin: timing.Measurement  # cold pin_memory() on a GPU; the host part (alloc + touch + copy + lock) on a CPU
+    what: str  # what `pin` times, in plain words
+    pin_warm: timing.Measurement | None = None  # pin_memory() with torch's pinned-block cache warm
+    pinned_copy: timing.Measurement | None = None  # H2D from pinned memory
+    pageable_copy: timing.Measurement | None = None  # H2D from pageable memory
+
+    def to_rows(self) -> list[dict]:
+        """Rows of the `point` dataset kind (quantity, value, unit, bandwidth_direction) + nbytes, iqr_s."""
+        out = []
+        for quantity, m in ((self.what, self.pin), (WARM_PIN, self.pin_warm),
+                            (COPY_PINNED, self.pinned_copy), (COPY_PAGEABLE, self.pageable_copy)):
+            if m is not None:
+                out.append({"quantity": quantity, "value": m.median_s, "unit": "s", "bandwidth_direction": "none",
+                            "nbytes": self.nbytes, "iqr_s": m.iqr_s,
+                            "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s)})
+        return out
+
+
+COLD_PIN = "pin_memory() of a fresh tensor, pinned-memory cache emptied first (cudaHostAlloc + copy)"
+WARM_PIN = "pin_memory() with torch's pinned-memory cache warm (copy into a reused pinned block)"
+HOST_PIN_PART = "host part of pinning: fresh allocation + first touch + copy + mlock/munlock"
+COPY_PINNED = "H2D copy from pinned memory"
+COPY_PAGEABLE = "H2D copy from pageable memory"
+
+
+def _empty_host_cache() -> bool:
+    import torch
+
+    for fn in (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None),
+               getattr(torch._C, "_host_emptyCache", None)):
+        if fn is not None:
+            fn()
+            return True
+    return False
+
+
+def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device: int = 0) -> list[PinCost]:
+    """On a GPU: cold and warm `pin_memory()` and pinned/pageable H2D copy times for each size.
+
+    Cold: torch's pinned-block cache is emptied before each sample, so the sample pays
+    cudaHostAlloc (page-locking and mapping the pages for DMA) plus the copy — what pinning a
+    fresh tensor costs the first time. Warm: the cache hands back a block of that size, so only
+    the copy is paid (DataLoader's pin thread in steady state).
+    """
+    import torch
+
+    _need_cuda("measure_pin_cost")
+    from .transfer import gpu_copy_sweep
+
+    out = []
+    have_cache_control = True
+    for n in sizes:
+        check_pinned_request(n)
+        src = torch.ones(int(n), dtype=torch.uint8)
+        samples = []
+        for _ in range(repeats + 1):  # the first sample is a warm-up
+            have_cache_control = _empty_host_cache() and have_cache_control
+            t0 = time.perf_counter()
+            p = src.pin_memory()
+            samples.append(time.perf_counter() - t0)
+            del p
+        cold = timing.Measurement(tuple(samples[1:]), 1, "host", f"cold pin {format_bytes(n)}", int(n))
+        warm = timing.time_host(lambda: src.pin_memory(), repeats=repeats, label=f"warm pin {format_bytes(n)}", nbytes=int(n))
+        pinned = gpu_copy_sweep([n], "h2d", "pinned", repeats=repeats, device=device).measurements[0]
+        pageable = gpu_copy_sweep([n], "h2d", "pageable", repeats=repeats, device=device).measurements[0]
+        what = COLD_PIN if have_cache_control else "pin_memory() of a fresh tensor (this torch cannot empty its pinned cache: may be warm)"
+        out.append(PinCost(int(n), cold, what, warm, pinned, pageable))
+    return out
+
+
+def _mlock_pair():
+    """(mlock, munlock) from libc, or None where this OS has no mlock."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return libc.mlock, libc.munlock
+    except (OSError, AttributeError):
+        return None
+
+
+def measure_host_pin_part(sizes: Sequence[int], *, repeats: int = PIN_REPEATS) -> tuple[list[PinCost], str]:
+    """On any CPU: time the host half of pinning a fresh tensor, a *lower bound* of pin_memory()'s cost.
+
+    Each sample allocates a new buffer, touches and fills it with a copy of the source (what
+    pin_memory() does after allocating) and page-locks it with mlock (what cudaHostAlloc does on
+    top of allocating, before mapping the pages for the GPU's DMA engine — the part no CPU can time).
+    Returns the costs and a note saying whether mlock was allowed (RLIMIT_MEMLOCK often is 8 MiB).
+    """
+    import ctypes
+
+    lock = _mlock_pair()
+    refused = []
+    out = []
+    for n in sizes:
+        n = int(n)
+        src = np.ones(n, dtype=np.uint8)
+        samples = []
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            dst = np.empty(n, dtype=np.uint8)
+            np.copyto(dst, src)
+            if lock is not None:
+                addr, size = ctypes.c_void_p(dst.ctypes.data), ctypes.c_size_t(n)
+                if lock[0](addr, size) == 0:
+                    lock[1](addr, size)
+                else:
+                    refused.append(n)
+            samples.append(time.perf_counter() - t0)
+            del dst
+        out.append(PinCost(n, timing.Measurement(tuple(samples[1:]), 1, "host", f"host pin part {format_bytes(n)}", n),
+                           HOST_PIN_PART))
+    if lock is None:
+        note = "mlock is not available on this OS: the page-locking step is missing too"
+    elif refused:
+        note = (f"mlock was refused for {format_bytes(min(refused))} and above (RLIMIT_MEMLOCK; `ulimit -l`): "
+                "those sizes time allocation + copy only")
+    else:
+        note = "mlock allowed for every size"
+    return out, note
+
+
+def break_even_table(pin_s: dict[int, float], pageable_s: dict[int, float], pinned_s: dict[int, float]):
+    """Per size: pin cost, the time one pinned copy saves, and the copies needed before pinning pays.
+
+    Copying a tensor k times costs k·t_pageable unpinned, or t_pin + k·t_pinned after pinning it
+    once, so pinning pays from k* = t_pin / (t_pageable − t_pinned) copies on; a fresh tensor
+    copied once pays only if k* ≤ 1. Where pinned is not faster (small sizes), it never pays.
+    """
+    import pandas as pd
+
+    rows = []
+    for n in sorted(set(pin_s) & set(pageable_s) & set(pinned_s)):
+        saved = pageable_s[n] - pinned_s[n]
+        k = pin_s[n] / saved if saved > 0 else math.inf
+        rows.append({"nbytes": n, "size": format_bytes(n), "pin_s": pin_s[n], "pageable_copy_s": pageable_s[n],
+                     "pinned_copy_s": pinned_s[n], "saved_per_copy_s": saved, "break_even_copies": k,
+                     "pays_for_one_copy": bool(k <= 1)})
+    return pd.DataFrame(rows)
+
+
+def copy_times_from_sweep(ds, direction: str = "h2d", run: str | None = None) -> tuple[dict, dict]:
+    """(pageable_s, pinned_s) by size from a recorded sweep: t = nbytes / bandwidth (the sources print GB/s)."""
+    f = ds.frame
+    f = f[(f["direction"] == direction) & (f["bandwidth_GBps"] >= RATIO_MIN_GBPS)]
+    if "run" in f.columns:
+        run = run or sorted(set(f["run"]))[0]
+        f = f[f["run"] == run]
+    t = lambda m: {int(n): n / (bw * GB) for n, bw in zip(f[f["memory"] == m]["nbytes"], f[f["memory"] == m]["bandwidth_GBps"])}  # noqa: E731
+    return t("pageable"), t("pinned")
+
+
+def recorded_pin_cost(datasets):
+    """(pin_s, pageable_s, pinned_s, dataset) from a `pin_cost` point dataset written by `labkit record`, or None."""
+    for ds in datasets:
+        f = ds.frame
+        if ds.kind == "point" and "nbytes" in f.columns and (f["quantity"] == COPY_PAGEABLE).any():
+            pick = lambda q: {int(n): float(v) for n, v in zip(f[f["quantity"] == q]["nbytes"], f[f["quantity"] == q]["value"])}  # noqa: E731
+            cold = [q for q in set(f["quantity"]) if q.startswith("pin_memory() of a fresh tensor")]
+            if cold:
+                return pick(cold[0]), pick(COPY_PAGEABLE), pick(COPY_PINNED), ds
+    return None
+
+
+# --------------------------------------------------------------------------- DataLoader
+def _synthetic_images(samples: int, shape=SAMPLE_SHAPE):
+    import torch
+    from torch.utils.data import Dataset
+
+    class SyntheticImages(Dataset):
+        """`samples` random uint8 images held in RAM; indices wrap around (no disk, no decoding)."""
+
+        def __init__(self, length):
+            g = torch.Generator().manual_seed(0)
+            self.data = torch.randint(0, 256, (samples, *shape), dtype=torch.uint8, generator=g)
+            self.length = length
+
+        def __len__(self):
+            return self.length
+
+        def __getitem__(self, i):
+            return self.data[i % samples]
+
+    return SyntheticImages
+
+
+def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch_size: int = BATCH_SIZE,
+                       workers: int = LOADER_WORKERS, device: int = 0) -> dict:
+    """Host→GPU throughput of `DataLoader(pin_memory=...)` feeding `.to(device, non_blocking=True)`.
+
+    One untimed pass starts the (persistent) workers; the timed pass moves `batches` batches and
+    synchronises once at the end. Bytes counted: the uint8 batches that reach the GPU.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    _need_cuda("measure_dataloader")
+    dev = torch.device("cuda", device)
+    ds = _synthetic_images(DATASET_SAMPLES)(batches * batch_size)
+    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, pin_memory=pin_memory,
+                        persistent_workers=workers > 0)
+    try:
+        for x in loader:  # warm-up pass: workers start, pinned blocks get cached
+            x.to(dev, non_blocking=True)
+        torch.cuda.synchronize(dev)
+        nbytes = 0
+        t0 = time.perf_counter()
+        for x in loader:
+            y = x.to(dev, non_blocking=True)
+            nbytes += y.numel()
+        torch.cuda.synchronize(dev)
+        seconds = time.perf_counter() - t0
+    finally:
+        del loader  # stops persistent workers
+    return {"pin_memory": pin_memory, "batches": batches, "batch_bytes": batch_size * int(np.prod(SAMPLE_SHAPE)),
+            "workers": workers, "seconds": seconds, "batches_per_s": batches / seconds,
+            "throughput_GBps": nbytes / seconds / GB, "device": torch.cuda.get_device_name(dev)}
+
+
+# --------------------------------------------------------------------------- the non_blocking pitfall
+@dataclasses.dataclass(frozen=True)
+class PitfallResult:
+    """Fraction of wrong bytes read from a non_blocking D2H destination before and after synchronising."""
+
+    wrong_before_sync: float
+    wrong_after_sync: float
+    nbytes: int
+    source: str  # "measured here: <GPU>" or "measured here: host thread standing in for the copy engine"
+
+
+def nonblocking_pitfall_gpu(nbytes: int = PITFALL_BYTES, *, device: int = 0,
+                            sleep_cycles: int = PITFALL_SLEEP_CYCLES) -> PitfallResult:
+    """`dst.copy_(gpu_tensor, non_blocking=True)` into pinned memory, read at once, then after a synchronise.
+
+    The stream is kept busy first (`torch.cuda._sleep`, standing in for a forward pass), so when
+    copy_ returns the copy has not even started: the host reads the zeros that were there.
+    """
+    import torch
+
+    _need_cuda("nonblocking_pitfall_gpu")
+    dev = torch.device("cuda", device)
+    src = torch.full((int(nbytes),), 7, dtype=torch.uint8, device=dev)
+    dst = pinned_empty(nbytes).zero_()
+    torch.cuda.synchronize(dev)
+    torch.cuda._sleep(int(sleep_cycles))  # the GPU is still busy with earlier work
+    dst.copy_(src, non_blocking=True)  # returns at once: only enqueued
+    before = float((dst != 7).float().mean())  # read before synchronising: WRONG
+    torch.cuda.current_stream(dev).synchronize()
+    after = float((dst != 7).float().mean())  # read after synchronising: right
+    return PitfallResult(before, after, int(nbytes), f"measured here: {torch.cuda.get_device_name(dev)}")
+
+
+def nonblocking_pitfall_host(nbytes: int = PITFALL_BYTES) -> PitfallResult:
+    """The same race on a CPU: a worker thread plays the copy engine, an event plays the earlier GPU work.
+
+    The copy is enqueued behind work that has not finished (an event the demo fires only after
+    the premature read, which makes the race deterministic); the host reads the destination at
+    once (zeros), then fires the event, synchronises and reads again (sevens).
+    """
+    from .overlap import HostEvent, HostStream
+
+    src = np.full(int(nbytes), 7, dtype=np.uint8)
+    dst = np.zeros(int(nbytes), dtype=np.uint8)
+    with HostStream("copy engine") as stream:
+        earlier_work = HostEvent()
+        stream.wait(earlier_work)  # the stream is still busy with earlier work
+        stream.run(lambda: np.copyto(dst, src))  # a non_blocking copy: enqueued, not done
+        before = float(np.mean(dst != 7))  # read before synchronising: WRONG
+        earlier_work.fire()  # the earlier work finishes; the copy runs
+        stream.synchronize()
+        after = float(np.mean(dst != 7))  # read after synchronising: right
+    return PitfallResult(before, after, int(nbytes), "measured here: host thread standing in for the copy engine")
+
+
+# --------------------------------------------------------------------------- bench and record
+WHATS = ("sweep", "pin_cost", "dataloader", "pitfall")
+
+
+def bench_arguments(p, name: str) -> None:
+    p.add_argument("--what", default=",".join(WHATS), help=f"comma-separated subset of {', '.join(WHATS)}")
+    p.add_argument("--sizes", help="sweep / pin-cost sizes, e.g. 64KiB,4MiB,256MiB (default: 64 KiB .. 256 MiB every 4x)")
+    p.add_argument("--repeats", type=int, default=PIN_REPEATS)
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--quick", action="store_true")
+
+
+def bench(args, name: str):
+    """Records: pinned/pageable sweep with ratios, pin cost with break-even, DataLoader, pitfall."""
+    from .units import parse_sizes
+
+    whats = [w.strip() for w in args.what.split(",") if w.strip()]
+    unknown = set(whats) - set(WHATS)
+    if unknown:
+        raise ValueError(f"unknown --what {sorted(unknown)}; choose from {', '.join(WHATS)}")
+    _need_cuda("labkit bench pinned")
+    sizes = parse_sizes(args.sizes) if args.sizes else pow2_sizes(
+        PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if args.quick else PIN_MAX_BYTES, step=2)
+    base = {"experiment": "pinned"}
+    if "sweep" in whats:
+        from .transfer import gpu_copy_sweep
+
+        for direction in ("h2d", "d2h"):
+            sw = {m: gpu_copy_sweep(sizes, direction, m, repeats=args.repeats, device=args.device) for m in ("pinned", "pageable")}
+            for p, q in zip(sw["pinned"].measurements, sw["pageable"].measurements):
+                yield {**base, "test": "sweep", "direction": direction, "device": sw["pinned"].device, "nbytes": p.nbytes,
+                       "size": format_bytes(p.nbytes), "pinned_GBps": p.bandwidth_GBps, "pageable_GBps": q.bandwidth_GBps,
+                       "ratio": p.bandwidth_GBps / q.bandwidth_GBps, "bandwidth_direction": "unidirectional"}
+    if "pin_cost" in whats:
+        for c in measure_pin_cost(sizes, repeats=args.repeats, device=args.device):
+            saved = c.pageable_copy.median_s - c.pinned_copy.median_s
+            yield {**base, "test": "pin_cost", "nbytes": c.nbytes, "size": format_bytes(c.nbytes),
+                   "pin_cold_s": c.pin.median_s, "pin_warm_s": c.pin_warm.median_s,
+                   "pinned_copy_s": c.pinned_copy.median_s, "pageable_copy_s": c.pageable_copy.median_s,
+                   "saved_per_copy_s": saved, "break_even_copies": c.pin.median_s / saved if saved > 0 else math.inf}
+    if "dataloader" in whats:
+        for pm in (False, True):
+            r = measure_dataloader(pm, batches=QUICK_LOADER_BATCHES if args.quick else LOADER_BATCHES, device=args.device)
+            yield {**base, "test": "dataloader", **r, "bandwidth_direction": "unidirectional"}
+    if "pitfall" in whats:
+        r = nonblocking_pitfall_gpu(device=args.device)
+        yield {**base, "test": "nonblocking_pitfall", **dataclasses.asdict(r)}
+
+
+def record(folder, quick: bool, env: dict) -> list[str]:
+    """GPU only: `pin_cost`, `dataloader_throughput` and `nonblocking_pitfall` point datasets; [] without a GPU.
+
+    The pinned/pageable bandwidth sweep itself is recorded by the `copy` recorder (gpu_copy_sweep).
+    """
+    import pandas as pd
+
+    from .record import measured_meta
+    from .reference import write_dataset
+
+    if not env.get("cuda_available") or not can_pin():
+        return []
+    sizes = pow2_sizes(PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if quick else PIN_MAX_BYTES, step=2)
+    rows = [r for c in measure_pin_cost(sizes) for r in c.to_rows()]
+    write_dataset(folder, "pin_cost", pd.DataFrame(rows), measured_meta(
+        env, kind="point", title="cost of pin_memory() vs the H2D time it saves", bandwidth_direction="none",
+        method=("labkit.pinned.measure_pin_cost: tensor.pin_memory() host-timed (cold: torch pinned cache emptied "
+                "before each sample; warm: cache reused); H2D copies by labkit.transfer.gpu_copy_sweep; median of "
+                f"{PIN_REPEATS} samples"),
+        caveats="times in seconds per call (value column, unit s); samples_s keeps the raw samples"))
+    loader = [measure_dataloader(pm, batches=QUICK_LOADER_BATCHES if quick else LOADER_BATCHES) for pm in (False, True)]
+    write_dataset(folder, "dataloader_throughput", pd.DataFrame([{
+        "quantity": f"DataLoader(pin_memory={r['pin_memory']}) → .to(cuda, non_blocking=True) throughput",
+        "value": r["throughput_GBps"], "unit": "GB/s", "bandwidth_direction": "unidirectional",
+        "memory": "pinned" if r["pin_memory"] else "pageable", "batches_per_s": r["batches_per_s"],
+        "batch_bytes": r["batch_bytes"], "workers": r["workers"], "batches": r["batches"]} for r in loader]),
+        measured_meta(env, kind="point", title="DataLoader pin_memory=True vs False, synthetic images",
+                      bandwidth_direction="unidirectional",
+                      method=(f"labkit.pinned.measure_dataloader: {BATCH_SIZE} x {SAMPLE_SHAPE} uint8 per batch, "
+                              f"{LOADER_WORKERS} workers, one untimed pass, then a host-timed pass ending in one synchronize"),
+                      caveats="in-memory synthetic data: no decoding or disk, so the copy path dominates"))
+    r = nonblocking_pitfall_gpu()
+    write_dataset(folder, "nonblocking_pitfall", pd.DataFrame([
+        {"quantity": "fraction of wrong bytes read before synchronize", "value": r.wrong_before_sync, "unit": "fraction",
+         "bandwidth_direction": "none", "nbytes": r.nbytes},
+        {"quantity": "fraction of wrong bytes read after synchronize", "value": r.wrong_after_sync, "unit": "fraction",
+         "bandwidth_direction": "none", "nbytes": r.nbytes}]),
+        measured_meta(env, kind="point", title="non_blocking D2H read before vs after synchronize",
+                      bandwidth_direction="none",
+                      method="labkit.pinned.nonblocking_pitfall_gpu: torch.cuda._sleep, then copy_(non_blocking=True) into pinned memory"))
+    return ["pin_cost", "dataloader_throughput", "nonblocking_pitfall"]

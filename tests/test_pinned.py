@@ -1,0 +1,192 @@
+"""labkit.pinned: the pinned-memory cap, recorded ratios, break-even arithmetic, the non_blocking pitfall."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from labkit import pinned, reference
+from labkit.transfer import PINNED_CAP_BYTES
+
+ENV = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "date": "2026-01-01T00:00:00+00:00",
+       "cuda_available": False, "gpus": []}
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------- the cap
+def test_cap_is_checked_before_anything_is_allocated():
+    assert pinned.check_pinned_request(PINNED_CAP_BYTES) == PINNED_CAP_BYTES
+    with pytest.raises(pinned.PinnedCapError, match="PINNED_CAP_BYTES") as e:
+        pinned.pinned_empty(PINNED_CAP_BYTES + 1)  # raises before touching CUDA, so it works on any machine
+    assert "4 GiB" in str(e.value) and "cap=" in str(e.value)
+    with pytest.raises(pinned.PinnedCapError):
+        pinned.check_pinned_request(2 << 20, cap=1 << 20)
+    with pytest.raises(ValueError):
+        pinned.check_pinned_request(0)
+    assert issubclass(pinned.PinnedCapError, ValueError)
+
+
+@pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU message")
+def test_pinning_without_cuda_says_what_is_missing():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU.*mode='reference'"):
+        pinned.pinned_empty(1024)
+    assert pinned.can_pin() is False
+
+
+# --------------------------------------------------------------------------- recorded ratios
+def test_ratio_survey_on_the_recorded_systems():
+    datasets = reference.load_all(kind="copy_sweep")
+    ratios, only = pinned.ratio_survey(datasets)
+    with_ratio = set(ratios["dataset"])
+    assert len(with_ratio) >= 3  # Quadro RTX 6000 sweep, DGX A100, A100 PCIe
+    assert not with_ratio & set(only["dataset"])  # a system is in one list or the other
+    for ds in datasets:  # every pinned-only host<->device dataset is listed as having no ratio
+        hd = ds.frame[ds.frame["direction"].isin(["h2d", "d2h"])]
+        if len(hd) and set(hd["memory"]) == {"pinned"}:
+            assert ds.name in set(only["dataset"])
+    # the ratio is exactly pinned / pageable as recorded, for every row
+    for ds in datasets:
+        r = ratios[ratios["dataset"] == ds.name]
+        for row in r.itertuples():
+            f = ds.frame[(ds.frame["direction"] == row.direction) & (ds.frame["nbytes"] == row.nbytes)]
+            if "run" in f.columns:
+                f = f[f["run"] == row.run]
+            p = f[f["memory"] == "pinned"]["bandwidth_GBps"].iloc[0]
+            q = f[f["memory"] == "pageable"]["bandwidth_GBps"].iloc[0]
+            assert row.ratio == pytest.approx(p / q)
+    big = pinned.largest_size_ratios(ratios)
+    assert (big["ratio"] > 1).all()  # invariant: pinned >= pageable at the largest recorded size
+    assert big["ratio"].max() / big["ratio"].min() > 1.5  # not a constant "about 2x"
+
+
+def test_ratio_frame_skips_values_with_too_few_digits():
+    ds = reference.load("cse554_quadro_rtx6000_pageable_vs_pinned_1b_to_1mib")
+    r = pinned.ratio_frame(ds)
+    assert (r["pinned_GBps"] >= pinned.RATIO_MIN_GBPS).all() and (r["pageable_GBps"] >= pinned.RATIO_MIN_GBPS).all()
+    assert set(r["run"]) == set(ds.frame["run"])
+
+
+def test_break_even_arithmetic():
+    t = pinned.break_even_table({1: 10.0, 2: 1.0, 3: 5.0}, {1: 3.0, 2: 3.0, 3: 1.0}, {1: 1.0, 2: 1.0, 3: 2.0})
+    t = t.set_index("nbytes")
+    assert t.loc[1, "saved_per_copy_s"] == 2.0 and t.loc[1, "break_even_copies"] == 5.0
+    assert not t.loc[1, "pays_for_one_copy"]
+    assert t.loc[2, "break_even_copies"] == 0.5 and t.loc[2, "pays_for_one_copy"]
+    assert math.isinf(t.loc[3, "break_even_copies"])  # pinned not faster: pinning never pays
+
+
+def test_copy_times_from_a_recorded_sweep():
+    ds = reference.load("cse554_quadro_rtx6000_pageable_vs_pinned_1b_to_1mib")
+    pageable, pinned_s = pinned.copy_times_from_sweep(ds, "h2d", run="benchmark_csv")
+    f = ds.frame[(ds.frame["run"] == "benchmark_csv") & (ds.frame["direction"] == "h2d") & (ds.frame["nbytes"] == 1 << 20)]
+    bw = f.set_index("memory")["bandwidth_GBps"]
+    assert pageable[1 << 20] == pytest.approx((1 << 20) / (bw["pageable"] * 1e9))
+    assert pinned_s[1 << 20] == pytest.approx((1 << 20) / (bw["pinned"] * 1e9))
+
+
+def test_host_pin_part_and_its_rows():
+    costs, note = pinned.measure_host_pin_part([64 << 10, 1 << 20], repeats=3)
+    assert [c.nbytes for c in costs] == [64 << 10, 1 << 20]
+    assert all(c.pin.median_s > 0 and len(c.pin.samples_s) == 3 for c in costs)
+    assert "mlock" in note
+    rows = pd.DataFrame([r for c in costs for r in c.to_rows()])
+    meta = {"kind": "point", "bandwidth_direction": "none"}
+    reference.validate_frame(rows, meta, "test")  # the recorder's rows are a valid `point` dataset
+
+
+def test_recorded_pin_cost_reader(tmp_path):
+    from labkit.record import measured_meta
+    from labkit.timing import Measurement
+
+    m = lambda s: Measurement((s, s, s), 1, "host", "", 1024)  # noqa: E731
+    c = pinned.PinCost(1024, m(3e-3), pinned.COLD_PIN, m(1e-4), m(1e-4), m(4e-4))
+    reference.write_dataset(tmp_path, "pin_cost", pd.DataFrame(c.to_rows()),
+                            measured_meta(ENV, kind="point", title="t", method="m", bandwidth_direction="none"))
+    pin_s, pageable, pinned_s, ds = pinned.recorded_pin_cost(reference.load_all(tmp_path, kind="point"))
+    assert pin_s == {1024: 3e-3} and pageable == {1024: 4e-4} and pinned_s == {1024: 1e-4} and ds.name == "pin_cost"
+    assert pinned.recorded_pin_cost(reference.load_all(kind="point")) is None  # nothing shipped is a pin-cost run
+
+
+# --------------------------------------------------------------------------- the pitfall
+def test_nonblocking_pitfall_on_host_threads():
+    r = pinned.nonblocking_pitfall_host(1 << 20)
+    assert r.wrong_before_sync == 1.0  # read before synchronising: nothing has arrived
+    assert r.wrong_after_sync == 0.0  # after: right
+    assert r.source.startswith("measured here: host thread")
+
+
+# --------------------------------------------------------------------------- bench and record without a GPU
+@pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU behaviour")
+def test_bench_pinned_without_gpu_fails_clearly(capsys):
+    from labkit.cli import main
+
+    assert main(["bench", "pinned", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a CUDA GPU" in err and "no CUDA device" in err
+
+
+def test_bench_pinned_rejects_unknown_what(capsys):
+    from labkit.cli import main
+
+    assert main(["bench", "pinned", "--what", "nope"]) == 2
+    assert "unknown --what" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU behaviour")
+def test_record_pinned_without_gpu_writes_nothing(tmp_path):
+    assert pinned.record(tmp_path, True, ENV) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_figures_are_labelled():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from labkit.plots import figure_problems
+
+    datasets = reference.load_all(kind="copy_sweep")
+    ratios, _ = pinned.ratio_survey(datasets)
+    fig, (a, b) = plt.subplots(1, 2)
+    pinned.draw_ratios(a, ratios)
+    pinned.draw_sweeps(b, [d for d in datasets if d.name in set(ratios["dataset"])])
+    assert figure_problems(fig) == []
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+def test_gpu_pinned_allocation_and_pitfall():
+    t = pinned.pinned_empty(1 << 20)
+    assert t.is_pinned() and t.numel() == 1 << 20
+    r = pinned.nonblocking_pitfall_gpu(16 << 20)
+    assert r.wrong_before_sync > 0  # the copy had not landed when the host read it
+    assert r.wrong_after_sync == 0.0
+
+
+@pytest.mark.gpu
+def test_gpu_pin_cost_and_dataloader():
+    (c,) = pinned.measure_pin_cost([4 << 20], repeats=3)
+    assert c.pin.median_s > 0 and c.pin_warm.median_s > 0
+    assert c.pinned_copy.median_s < c.pageable_copy.median_s * 1.5
+    for pm in (False, True):
+        r = pinned.measure_dataloader(pm, batches=5, workers=0)
+        assert r["throughput_GBps"] > 0 and r["pin_memory"] is pm
+
+
+@pytest.mark.gpu
+def test_gpu_bench_pinned_json(capsys):
+    from labkit.cli import main
+
+    assert main(["bench", "pinned", "--json", "--sizes", "1MiB", "--repeats", "3", "--what", "sweep,pitfall"]) == 0
+    recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert {r["test"] for r in recs} == {"sweep", "nonblocking_pitfall"}
