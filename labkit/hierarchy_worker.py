@@ -169,6 +169,86 @@ def straggler_rank(rank: int, world_size: int, *, delay_rank: int, delay_s: floa
             "delayed": rank == delay_rank}
 
 
+#: Cap on back-to-back exchanges per timing sample (each is a round trip through the kernel).
+SENDRECV_MAX_INNER = 200
+
+
+def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks=None) -> list[dict] | None:
+    """nccl-tests sendrecv over gloo: each rank sends S to the next rank while receiving S from the previous.
+
+    `ranks` (default: all) picks the ranks taking part; the others return at once. Every rank runs
+    the same number of calls: the inner loop is sized (to last ≥ timing.MIN_SAMPLE_S) from the
+    slowest rank's estimate. A sample is the slowest rank's; busbw = S / t (factor 1).
+    """
+    import math
+
+    import torch
+    import torch.distributed as dist
+
+    from .timing import MIN_SAMPLE_S
+
+    group = None
+    if ranks is not None:
+        ranks = sorted(ranks)
+        group = dist.new_group(ranks)  # every rank must call new_group, members or not
+        if rank not in ranks:
+            return None
+    members = ranks or list(range(world_size))
+    me, n_ranks = members.index(rank), len(members)
+    nxt, prv = members[(me + 1) % n_ranks], members[(me - 1) % n_ranks]
+    rows = []
+    for n in sizes:
+        send, recv = torch.ones(int(n), dtype=torch.uint8), torch.empty(int(n), dtype=torch.uint8)
+
+        def call():
+            r = dist.irecv(recv, src=prv, group=group)
+            dist.isend(send, dst=nxt, group=group).wait()
+            r.wait()
+
+        for _ in range(WARMUP + 1):
+            call()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            call()
+        est = torch.tensor([(time.perf_counter() - t0) / 3])
+        dist.all_reduce(est, op=dist.ReduceOp.MAX, group=group)
+        inner = int(min(SENDRECV_MAX_INNER, max(1, math.ceil(MIN_SAMPLE_S / max(est.item(), 1e-9)))))
+        dist.barrier(group=group)
+        m = time_host(call, repeats=repeats, warmup=0, inner=inner, nbytes=int(n))
+        per_rank = [None] * n_ranks
+        dist.all_gather_object(per_rank, list(m.samples_s), group=group)
+        samples = [max(r[i] for r in per_rank) for i in range(repeats)]
+        seconds = statistics.median(samples)
+        rows.append({"op": "sendrecv", "backend": "gloo", "world_size": n_ranks, "nbytes": int(n), "seconds": seconds,
+                     "inner": inner, "samples_s": samples, "algbw_GBps": algbw(n, seconds),
+                     "busbw_GBps": busbw("sendrecv", n, seconds, n_ranks)})
+    return rows if me == 0 else None
+
+
+#: Tasks `run_tasks` knows, by name.
+TASKS = {"sendrecv": sendrecv_rank, "straggler": straggler_rank, "bench": bench_rank}
+
+
+def run_tasks(rank: int, world_size: int, tasks) -> list:
+    """Run several experiments in one launch (starting processes is the slow part on a small machine).
+
+    `tasks` is a list of (name, kwargs) run in order on every rank; returns each task's result.
+    A "bench" with a network-namespace slow link rebuilds the process group, so it goes last.
+    """
+    import torch.distributed as dist
+
+    out = []
+    for i, (name, kwargs) in enumerate(tasks):
+        if name not in TASKS:
+            raise ValueError(f"unknown task {name!r}; choose from {sorted(TASKS)}")
+        if name == "bench" and (kwargs.get("slow") or {}).get("kind") == "netns" and i != len(tasks) - 1:
+            raise ValueError("a bench over network namespaces must be the last task")
+        out.append(TASKS[name](rank, world_size, **kwargs))
+        if dist.is_initialized():
+            dist.barrier()
+    return out
+
+
 # --------------------------------------------------------------------------- torchrun entry point
 def _env_int(name: str) -> int:
     if name not in os.environ:

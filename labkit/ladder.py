@@ -1,0 +1,335 @@
+"""The bandwidth ladder: every level data can move through, measured with the same sizes and units.
+
+Levels, fastest first: GPU memory (a copy inside HBM), GPU↔GPU (NVLink or PCIe), host↔GPU
+(PCIe), host memory (cache, then DRAM), between processes on one host (gloo over loopback),
+between machines (the network, as nccl-tests sees it). Every number is a one-way data rate:
+bytes delivered per second from source to destination, GB/s = 1e9 B/s, unidirectional —
+a copy counts each byte once, a collective counts nccl-tests busbw (per rank, per direction).
+Where a source counts otherwise (bandwidthTest's D2D counts the read *and* the write; HBM specs
+quote reads + writes), the conversion is exact, stated, and shown in the label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from pathlib import Path
+from typing import Sequence
+
+from . import timing
+from .units import GB, MiB, format_bytes, pow2_sizes
+
+LEVELS = ("gpu_memory", "gpu_gpu", "host_gpu", "host_cache", "host_memory", "processes", "network")
+LEVEL_NAMES = {"gpu_memory": "GPU memory (HBM copy)", "gpu_gpu": "GPU↔GPU", "host_gpu": "host↔GPU (PCIe)",
+               "host_cache": "host memory: caches", "host_memory": "host memory: DRAM",
+               "processes": "between processes (this host)", "network": "between machines (network)"}
+#: Ladder sizes: powers of four, 256 B .. 64 MiB in quick mode (64 MiB copies already spill a
+#: 32 MiB last-level cache), 64 B .. 256 MiB otherwise. The same list for every level.
+QUICK_SIZES = pow2_sizes(256, 64 * MiB, step=2)
+FULL_SIZES = pow2_sizes(64, 256 * MiB, step=2)
+PROCESS_METHOD = ("labkit.launch + torch.distributed gloo: each rank sends S to the other while receiving S "
+                  "(nccl-tests sendrecv), busbw = S / t, slowest rank per sample, median")
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelSweep:
+    """Bandwidth against size for one level, with where it came from."""
+
+    level: str
+    label: str  # legend text: "measured here: …", "recorded: … — source"
+    nbytes: tuple[int, ...]
+    bandwidth_GBps: tuple[float, ...]
+    how: str  # "measured" or "recorded"
+    method: str = ""
+    dataset: str | None = None
+
+    @property
+    def peak_GBps(self) -> float:
+        return max(self.bandwidth_GBps)
+
+    @property
+    def plateau_GBps(self) -> float:
+        """Bandwidth at the large sizes (median of the two largest), the DESIGN.md summary."""
+        pairs = sorted(zip(self.nbytes, self.bandwidth_GBps))
+        return float(statistics.median(bw for _, bw in pairs[-2:]))
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame({"level": self.level, "nbytes": list(self.nbytes), "bandwidth_GBps": list(self.bandwidth_GBps),
+                             "how": self.how, "label": self.label})
+
+
+def _from_transfer(sweep, level: str, label: str, method: str) -> LevelSweep:
+    return LevelSweep(level, label, tuple(sweep.nbytes), tuple(sweep.bandwidth_GBps), "measured", method)
+
+
+# --------------------------------------------------------------------------- measured here
+def last_level_cache_bytes() -> int | None:
+    """Size of the largest CPU cache (from sysfs), or None where it cannot be read."""
+    best = None
+    for p in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = p.read_text().strip().upper()
+        mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        try:
+            n = int(text.rstrip("KM")) * mult
+        except ValueError:
+            continue
+        best = max(best or 0, n)
+    return best
+
+
+def measure_host(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> LevelSweep:
+    """Host memory: numpy copies between two buffers of each size (labkit.transfer.host_copy_sweep)."""
+    from . import transfer
+    from .system import cpu_model
+
+    s = transfer.host_copy_sweep(sizes, repeats=repeats)
+    return _from_transfer(s, "host_memory", f"measured here: host memory copy ({cpu_model()})",
+                          "labkit.transfer.host_copy_sweep (numpy.copyto, host timer, median)")
+
+
+def measure_processes(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS, timeout_s: float = 120.0) -> LevelSweep:
+    """Between processes: gloo sendrecv between 2 ranks over loopback, through labkit.launch."""
+    from .hierarchy_worker import sendrecv_rank
+    from .launch import launch
+
+    rows = launch(sendrecv_rank, 2, "gloo", timeout_s=timeout_s, kwargs=dict(sizes=list(sizes), repeats=repeats))[0]
+    return LevelSweep("processes", "measured here: 2 processes, gloo send/recv over loopback",
+                      tuple(r["nbytes"] for r in rows), tuple(r["busbw_GBps"] for r in rows), "measured", PROCESS_METHOD)
+
+
+def measure_gpu(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> list[LevelSweep]:
+    """GPU memory (D2D copy), host↔GPU (pinned H2D) and, with two GPUs, GPU0→GPU1 — only where CUDA exists."""
+    import torch
+
+    from . import transfer
+
+    if not torch.cuda.is_available():
+        return []
+    name = torch.cuda.get_device_name(0)
+    top = [n for n in sizes if n <= transfer.PINNED_CAP_BYTES]
+    out = [
+        _from_transfer(transfer.gpu_copy_sweep(top, "d2d", "pinned", repeats=repeats), "gpu_memory",
+                       f"measured here: {name} D2D copy (bytes counted once)", "labkit.transfer.gpu_copy_sweep d2d"),
+        _from_transfer(transfer.gpu_copy_sweep(top, "h2d", "pinned", repeats=repeats), "host_gpu",
+                       f"measured here: {name} H2D pinned", "labkit.transfer.gpu_copy_sweep h2d pinned"),
+    ]
+    if torch.cuda.device_count() >= 2:
+        out.append(peer_copy_sweep(top, repeats=repeats))
+    return out
+
+
+def peer_copy_sweep(sizes: Sequence[int], src: int = 0, dst: int = 1, repeats: int = timing.DEFAULT_REPEATS) -> LevelSweep:
+    """GPU src → GPU dst copies timed with CUDA events (P2P where the driver allows it, else staged)."""
+    import torch
+
+    bws = []
+    for n in sizes:
+        a = torch.empty(n, dtype=torch.uint8, device=f"cuda:{src}").fill_(1)
+        b = torch.empty(n, dtype=torch.uint8, device=f"cuda:{dst}")
+        with torch.cuda.device(src):
+            m = timing.time_cuda(lambda: b.copy_(a, non_blocking=True), repeats=repeats, nbytes=n)
+        bws.append(m.bandwidth_GBps)
+        del a, b
+    peer = torch.cuda.can_device_access_peer(src, dst)
+    return LevelSweep("gpu_gpu", f"measured here: GPU{src}→GPU{dst} copy (P2P {'on' if peer else 'off'})",
+                      tuple(sizes), tuple(bws), "measured", "copy_ (non_blocking) between CUDA events on the source's stream")
+
+
+# --------------------------------------------------------------------------- recorded elsewhere
+@dataclasses.dataclass(frozen=True)
+class RecordedCurve:
+    """How to read one level's curve out of a reference dataset."""
+
+    level: str
+    dataset: str
+    where: dict  # column == value filters
+    column: str
+    factor: float = 1.0  # exact, stated conversion to a one-way data rate
+    note: str = ""
+
+
+#: Curves of recorded systems shown beside this machine's (names in data/; see `labkit ref show`).
+RECORDED_CURVES = (
+    RecordedCurve("gpu_memory", "bandwidthtest_shmoo_v100_pcie_32gb_superbench", {"direction": "d2d"}, "bandwidth_GBps",
+                  0.5, "D2D ÷2: bandwidthTest counts a copy's read and write"),
+    RecordedCurve("host_gpu", "bandwidthtest_shmoo_v100_pcie_32gb_superbench", {"direction": "h2d"}, "bandwidth_GBps"),
+    RecordedCurve("gpu_gpu", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", {"nodes": 1, "placement": "out-of-place"},
+                  "busbw_GBps", 1.0, "all_reduce busbw, 4 GPUs over NVLink"),
+    RecordedCurve("network", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", {"nodes": 2, "placement": "out-of-place"},
+                  "busbw_GBps", 1.0, "all_reduce busbw, 2 nodes"),
+    RecordedCurve("network", "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks", {"placement": "out-of-place"},
+                  "busbw_GBps", 1.0, "all_reduce busbw, 2 nodes"),
+)
+
+
+def recorded_curves(curves=RECORDED_CURVES) -> tuple[list[LevelSweep], list[str]]:
+    """The recorded curves that exist in this install; and a note for each one that does not."""
+    from .reference import DatasetError, load, short_source
+
+    out, missing = [], []
+    for c in curves:
+        try:
+            ds = load(c.dataset)
+        except DatasetError as e:
+            missing.append(f"{c.dataset}: {e}")
+            continue
+        f = ds.frame
+        for col, val in c.where.items():
+            f = f[f[col] == val]
+        f = f[f[c.column] > 0].sort_values("nbytes")
+        if f.empty:
+            missing.append(f"{c.dataset}: no rows match {c.where}")
+            continue
+        note = f" ({c.note})" if c.note else ""
+        label = f"recorded: {ds.meta['title'].split(',')[0]}{note} — {short_source(ds.meta['source'])}"
+        out.append(LevelSweep(c.level, label, tuple(int(x) for x in f["nbytes"]),
+                              tuple(float(x) * c.factor for x in f[c.column]), "recorded", ds.meta["method"], ds.name))
+    return out, missing
+
+
+# --------------------------------------------------------------------------- one number per level
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    """One level of one ladder: a one-way data rate and its origin."""
+
+    ladder: str  # "measured here", "recorded (H100-class)", "spec (H100 SXM node)"
+    level: str
+    GBps: float
+    how: str  # measured / recorded / spec
+    source: str
+
+
+#: A recorded H100/H200-class ladder: (level, dataset, filters, column, factor, reducer, note).
+RECORDED_RUNGS = (
+    ("gpu_gpu", "p2p_uni_writes_8xh100_nvswitch_mlengineering", {"matrix": "bandwidth_uni", "p2p": "enabled"},
+     "bandwidth_GBps", 1.0, "offdiag_median", "8×H100 p2pBandwidthLatencyTest, unidirectional, median pair"),
+    ("host_gpu", "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points", {"quantity": "nvbandwidth host-to-device, per GPU (each H200 on its own PCIe 5 x16 link)"},
+     "value", 1.0, "first", "H200 nvbandwidth H2D, PCIe Gen5 x16"),
+    ("network", "nccl_expected_ndr_nic_and_h100_node_issue290_points", {"unit": "GB/s"}, "value", 1.0, "ndr_low_high",
+     "NCCL per InfiniBand NDR NIC (maintainer's expected 46-48, midpoint)"),
+)
+
+
+def recorded_rungs() -> tuple[list[Rung], list[str]]:
+    from .reference import DatasetError, load, short_source
+
+    out, missing = [], []
+    for level, name, where, column, factor, how, note in RECORDED_RUNGS:
+        try:
+            ds = load(name)
+        except DatasetError as e:
+            missing.append(f"{name}: {e}")
+            continue
+        f = ds.frame
+        for col, val in where.items():
+            f = f[f[col] == val]
+        if how == "offdiag_median":
+            f = f[f["src"] != f["dst"]]
+            values = list(f[column])
+            v = statistics.median(values) if values else None
+        elif how == "ndr_low_high":
+            f = f[f["quantity"].str.contains("NDR")]
+            v = statistics.mean(f[column]) if len(f) else None
+        else:
+            v = float(f[column].iloc[0]) if len(f) else None
+        if v is None:
+            missing.append(f"{name}: no rows match {where}")
+            continue
+        out.append(Rung("recorded (H100/H200 class)", level, float(v) * factor, "recorded",
+                        f"{note} — {short_source(ds.meta['source'])} [{ds.name}]"))
+    return out, missing
+
+
+def spec_rungs() -> list[Rung]:
+    """An H100 SXM node from labkit.models.SPECS, every figure as a one-way rate."""
+    from .models import spec
+
+    hbm, nvl, pcie, ndr = spec("HBM3 (H100"), spec("NVLink 4"), spec("PCIe Gen5 x16"), spec("NDR")
+    return [
+        Rung("spec (H100 SXM node)", "gpu_memory", hbm.bandwidth_GBps / 2, "spec",
+             f"{hbm.name} {hbm.bandwidth_GBps:g} GB/s reads+writes ÷2 = copy rate"),
+        Rung("spec (H100 SXM node)", "gpu_gpu", nvl.per_direction_GBps(), "spec",
+             f"{nvl.name} {nvl.bandwidth_GBps:g} GB/s bidirectional ÷2 = per direction"),
+        Rung("spec (H100 SXM node)", "host_gpu", pcie.per_direction_GBps(), "spec", f"{pcie.name} per direction"),
+        Rung("spec (H100 SXM node)", "network", ndr.per_direction_GBps(), "spec", f"{ndr.name} per direction, per NIC"),
+    ]
+
+
+def measured_rungs(sweeps: Sequence[LevelSweep], llc_bytes: int | None = None) -> list[Rung]:
+    """This machine's rungs: caches = best host-copy rate; DRAM = the largest sizes; others = plateau."""
+    out = []
+    for s in sweeps:
+        if s.how != "measured":
+            continue
+        if s.level == "host_memory":
+            fits = [bw for n, bw in zip(s.nbytes, s.bandwidth_GBps) if llc_bytes is None or 2 * n <= llc_bytes]
+            out.append(Rung("measured here", "host_cache", max(fits or s.bandwidth_GBps), "measured",
+                            f"{s.label} — best rate, buffers in cache"))
+            big = [bw for n, bw in zip(s.nbytes, s.bandwidth_GBps) if llc_bytes is not None and 2 * n > llc_bytes]
+            if big:
+                out.append(Rung("measured here", "host_memory", statistics.median(big), "measured",
+                                f"{s.label} — buffers beyond the {format_bytes(llc_bytes)} last-level cache"))
+        else:
+            out.append(Rung("measured here", s.level, s.plateau_GBps, "measured", f"{s.label} — plateau"))
+    return out
+
+
+def ladder_table(rungs: Sequence[Rung]):
+    """One row per rung, fastest first within each ladder, with the ratio to the next rung down."""
+    import pandas as pd
+
+    rows = []
+    for name in dict.fromkeys(r.ladder for r in rungs):
+        mine = sorted((r for r in rungs if r.ladder == name), key=lambda r: LEVELS.index(r.level))
+        for i, r in enumerate(mine):
+            nxt = mine[i + 1] if i + 1 < len(mine) else None
+            rows.append({"ladder": name, "level": r.level, "level_name": LEVEL_NAMES[r.level], "GBps": r.GBps,
+                         "how": r.how, "next_level": nxt.level if nxt else None,
+                         "ratio_to_next": r.GBps / nxt.GBps if nxt else None, "source": r.source})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- plots
+def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth ladder: one-way data rate against size"):
+    """All level curves on one log-log chart (measured here: solid; recorded: thin, open markers)."""
+    from . import plots
+
+    fig, ax = plots.figure(width=9.5, height=5.5)
+    colours = {lv: f"C{i}" for i, lv in enumerate(LEVELS)}
+    for s in sweeps:
+        plots.line(ax, s.nbytes, s.bandwidth_GBps, f"{s.label}", how=plots.MEASURED if s.how == "measured" else plots.RECORDED,
+                   color=colours[s.level])
+    ax.set_yscale("log")
+    plots.size_axis(ax)
+    plots.finish(ax, title, "message size (bytes)", "bandwidth, one way (GB/s)",
+                 source="colour = level; solid = measured here, thin = recorded; GB/s = 1e9 B/s")
+    ax.legend(fontsize=6.5, loc="upper left")
+    return fig
+
+
+def plot_rungs(table, *, title: str = "The ladder, one number per level, and the ratio at each boundary"):
+    """Rungs as steps (log scale), one line per ladder, each boundary annotated with its ratio."""
+    from . import plots
+
+    fig, ax = plots.figure(width=9.5, height=5.0)
+    markers = {"measured": "o", "recorded": "s", "spec": "D"}
+    for i, name in enumerate(dict.fromkeys(table["ladder"])):
+        t = table[table["ladder"] == name]
+        x = [LEVELS.index(lv) for lv in t["level"]]
+        how = t["how"].iloc[0]
+        ax.plot(x, t["GBps"], marker=markers.get(how, "o"), ls=":" if how == "spec" else "-", lw=1.5,
+                color=f"C{i}", label=f"{how if how != 'measured' else 'measured here'}: {name}")
+        for xi, (_, row) in zip(x, t.iterrows()):
+            if row["ratio_to_next"] is not None and row["ratio_to_next"] == row["ratio_to_next"]:
+                xn = LEVELS.index(row["next_level"])
+                ym = (row["GBps"] * row["GBps"] / row["ratio_to_next"]) ** 0.5
+                ax.annotate(f"×{row['ratio_to_next']:.3g}", ((xi + xn) / 2, ym), fontsize=7, color=f"C{i}",
+                            ha="center", va="bottom")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(LEVELS)))
+    ax.set_xticklabels([LEVEL_NAMES[lv].replace(" (", "\n(").replace(": ", ":\n") for lv in LEVELS], fontsize=7)
+    plots.finish(ax, title, "level, fastest to slowest (ordered categories)", "one-way data rate (GB/s)",
+                 source="ratio = this level ÷ the next one down; spec figures converted to one direction")
+    return fig
