@@ -118,6 +118,27 @@ def cmd_model(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare, save_figures
+
+    result = compare(args.profiles, kinds=args.kind)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        print(result.table(), end="")
+    for path in save_figures(result, args.plot) if args.plot else ():
+        print(f"figure written to {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def cmd_student(args) -> int:
+    from .student import build
+
+    for path in build(args.out, args.notebooks or None):
+        print(f"student edition: {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -179,6 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--inter-latency-us", type=float)
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_model)
+
+    c = sub.add_parser("compare", help="profiles side by side: plateau bandwidth and n½ of like-for-like series")
+    c.add_argument("profiles", nargs="+", help="profile folders (labkit record) or reference dataset names / CSV paths")
+    c.add_argument("--kind", action="append", help="only datasets of this kind (repeatable)")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.add_argument("--plot", metavar="FILE.png", help="save the figure (one per kind: FILE_<kind>.png)")
+    c.set_defaults(func=cmd_compare)
+
+    st = sub.add_parser("student", help="write the student edition: notebooks with the solutions removed")
+    st.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all)")
+    st.add_argument("--out", required=True, help="folder for the student copies")
+    st.set_defaults(func=cmd_student)
     return p
 
 
