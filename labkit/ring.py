@@ -1,0 +1,394 @@
+"""All-reduce by hand on torch.distributed point-to-point: ring, naive, binomial tree, recursive doubling.
+
+Each function sums a 1-D contiguous tensor across the ranks of `group` *in place* (like
+`dist.all_reduce`) and returns the bytes this rank sent, so the traffic can be checked against
+the cost models. They run inside a process group — start them with labkit.launch.launch (gloo
+on CPU, NCCL on GPUs).
+
+The ring is written for speed as well as clarity: chunks are views into the caller's tensor (no
+copies), one scratch buffer is allocated per call and reused by every step, each step posts its
+isend and irecv together and waits on the pair, and the received chunk is added in place.
+"""
+
+from __future__ import annotations
+
+from .collectives import AG, RS, chunk_bounds, ring_chunks, ring_steps
+
+
+#: Scratch buffers kept between calls, one per (device, dtype), grown on demand: allocating tens of
+#: MiB on every call would add page faults (and zeroing by the kernel) to every timed all-reduce.
+_WORKSPACE: dict = {}
+
+
+def workspace(numel: int, like, slot: int = 0):
+    """A scratch tensor of `numel` elements with `like`'s dtype and device, reused across calls.
+
+    `slot` picks independent buffers (the pipelined ring uses two). Not thread-safe; one per rank.
+    """
+    import torch
+
+    key = (str(like.device), like.dtype, slot)
+    buf = _WORKSPACE.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
+        _WORKSPACE[key] = buf
+    return buf[:numel]
+
+
+class InjectedFailure(RuntimeError):
+    """Raised on purpose by `fail_after_step` (teaching and tests: a rank dies mid-collective)."""
+
+
+def _group_info(group):
+    import torch.distributed as dist
+
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    if group is None:
+        return rank, n, (lambda r: r)
+    return rank, n, (lambda r: dist.get_global_rank(group, r))
+
+
+def _check_tensor(x):
+    if x.dim() != 1 or not x.is_contiguous():
+        raise ValueError(f"hand-written all-reduce needs a 1-D contiguous tensor, got shape {tuple(x.shape)} "
+                         f"(contiguous={x.is_contiguous()}); pass x.view(-1)")
+
+
+def ring_allreduce_simple_(x, group=None, *, fail_after_step: int | None = None) -> int:
+    """Ring all-reduce (sum) of x in place: N−1 reduce-scatter steps, then N−1 all-gather steps.
+
+    At every step each rank sends one chunk (1/N of x) to its right neighbour and receives one from
+    its left: 2(N−1)/N·S bytes per rank in all. This is the textbook version: each step moves a
+    whole chunk and only then adds it, so the network waits while the CPU adds and vice versa
+    (`ring_allreduce_` pipelines the two). `fail_after_step=k` raises InjectedFailure after k steps
+    (to show what a rank dying mid-collective does to the others).
+    """
+    import torch
+    import torch.distributed as dist
+
+    _check_tensor(x)
+    rank, n, glob = _group_info(group)
+    if n == 1:
+        return 0
+    right, left = glob((rank + 1) % n), glob((rank - 1) % n)
+    chunks = [x[a:b] for a, b in chunk_bounds(x.numel(), n)]  # views: no copies
+    scratch = workspace(max(c.numel() for c in chunks), x)  # preallocated, reused by every step and call
+    sent = 0
+    for k, (phase, s) in enumerate(ring_steps(n)):
+        if fail_after_step is not None and k == fail_after_step:
+            raise InjectedFailure(f"injected failure after {k} of {2 * (n - 1)} ring steps ({phase})")
+        send_c, recv_c = ring_chunks(phase, s, rank, n)
+        out = chunks[send_c]
+        # reduce-scatter receives into scratch and adds; all-gather receives straight into place.
+        into = scratch[: chunks[recv_c].numel()] if phase == RS else chunks[recv_c]
+        reqs = []
+        if out.numel():  # empty chunks (fewer elements than ranks) are skipped by both ends
+            reqs.append(dist.isend(out, right, group=group))
+        if into.numel():
+            reqs.append(dist.irecv(into, left, group=group))
+        for req in reqs:
+            req.wait()
+        if phase == RS and into.numel():
+            chunks[recv_c].add_(into)
+        sent += out.numel() * x.element_size()
+    return sent
+
+
+#: Largest message the pipelined ring sends: 1 MiB, gloo's own ring segment (gloo/allreduce.h,
+#: kMaxSegmentSize): small enough that a received segment is still in cache when it is added, large
+#: enough that the per-message cost (tens of µs from Python) stays a few percent of its transfer.
+SEGMENT_BYTES = 1 << 20
+
+
+def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, fail_after_step: int | None = None) -> int:
+    """Pipelined ring all-reduce (sum) of x in place: the same steps and bytes as the simple ring,
+    but each chunk travels as segments of at most `segment_bytes`, and every segment is added and
+    forwarded to the right neighbour as soon as it arrives — while the next segments are still on
+    the wire. That overlap (and adding data that is still in cache) is what library rings do too.
+
+    The chunk a rank sends at step k+1 is always the chunk it received at step k (reduced, in
+    reduce-scatter), so "forward as soon as it arrives" needs no other bookkeeping. Receives for
+    step k+1 are posted while step k is processed, into the other half of a two-bank scratch buffer.
+    Same additions in the same order as `ring_allreduce_simple_`, hence the same bits.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _check_tensor(x)
+    rank, n, glob = _group_info(group)
+    if n == 1:
+        return 0
+    if segment_bytes < x.element_size():
+        raise ValueError(f"segment_bytes must hold at least one element ({x.element_size()} B), got {segment_bytes}")
+    right, left = glob((rank + 1) % n), glob((rank - 1) % n)
+    seg = segment_bytes // x.element_size()  # elements per segment
+    chunks = [x[a:b] for a, b in chunk_bounds(x.numel(), n)]  # views: no copies
+
+    def segments(c):  # [start, stop) of each segment of chunk c, relative to the chunk
+        m = chunks[c].numel()
+        return [(a, min(a + seg, m)) for a in range(0, m, seg)]
+
+    longest = max(c.numel() for c in chunks)
+    banks = [workspace(longest, x, slot) for slot in (0, 1)]  # preallocated scratch for two steps in flight
+    steps = ring_steps(n)
+    nseg_max = -(-longest // seg) if longest else 1
+    tag = lambda k, j: k * nseg_max + j + 1  # noqa: E731 — a unique tag per message keeps matching exact
+    recvs, sends_of_chunk = {}, {c: [] for c in range(n)}
+    sent = 0
+
+    def post_recvs(k):
+        phase, s = steps[k]
+        c = ring_chunks(phase, s, rank, n)[1]
+        for j, (a, b) in enumerate(segments(c)):
+            if phase == RS:
+                into = banks[k % 2][a:b]
+            else:  # all-gather writes in place: first make sure our earlier sends from there are done
+                for req in sends_of_chunk[c]:
+                    req.wait()
+                sends_of_chunk[c] = []
+                into = chunks[c][a:b]
+            recvs[(k, j)] = dist.irecv(into, left, group=group, tag=tag(k, j))
+
+    def send(k, c, j, a, b):
+        nonlocal sent
+        sends_of_chunk[c].append(dist.isend(chunks[c][a:b], right, group=group, tag=tag(k, j)))
+        sent += (b - a) * x.element_size()
+
+    first = ring_chunks(*steps[0], rank, n)[0]
+    post_recvs(0)
+    for j, (a, b) in enumerate(segments(first)):
+        send(0, first, j, a, b)
+    for k, (phase, s) in enumerate(steps):
+        if fail_after_step is not None and k == fail_after_step:
+            raise InjectedFailure(f"injected failure after {k} of {len(steps)} ring steps ({phase})")
+        if k + 1 < len(steps):
+            post_recvs(k + 1)
+        c = ring_chunks(phase, s, rank, n)[1]
+        assert k + 1 == len(steps) or ring_chunks(*steps[k + 1], rank, n)[0] == c
+        for j, (a, b) in enumerate(segments(c)):
+            recvs.pop((k, j)).wait()
+            if phase == RS:
+                chunks[c][a:b].add_(banks[k % 2][a:b])  # local += received, in place
+            if k + 1 < len(steps):
+                send(k + 1, c, j, a, b)  # forward this segment at once (c is what step k+1 sends)
+    for reqs in sends_of_chunk.values():
+        for req in reqs:
+            req.wait()
+    return sent
+
+
+def naive_allreduce_(x, group=None, root: int = 0) -> int:
+    """Gather everything to `root`, which adds it up, then send the sum back to every rank.
+
+    The root receives (N−1)·S and sends (N−1)·S, one message after another: 2(N−1)·S/β.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _check_tensor(x)
+    rank, n, glob = _group_info(group)
+    if n == 1:
+        return 0
+    nbytes = x.numel() * x.element_size()
+    if rank != root:
+        dist.send(x, glob(root), group=group)
+        dist.recv(x, glob(root), group=group)
+        return nbytes
+    scratch = workspace(x.numel(), x)
+    for r in range(n):  # ranks in order, so every run adds in the same order
+        if r != root:
+            dist.recv(scratch, glob(r), group=group)
+            x.add_(scratch)
+    for r in range(n):
+        if r != root:
+            dist.send(x, glob(r), group=group)
+    return (n - 1) * nbytes
+
+
+def tree_allreduce_(x, group=None) -> int:
+    """Binomial-tree reduce to rank 0, then binomial-tree broadcast back: 2·⌈log2 N⌉ rounds of S each.
+
+    Round d of the reduce: ranks with bit d set (and lower bits clear) send their partial sum to
+    rank − 2^d, which adds it. The broadcast replays the rounds backwards. Latency grows as log N,
+    but each round moves the whole buffer (S), unpipelined.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _check_tensor(x)
+    rank, n, glob = _group_info(group)
+    if n == 1:
+        return 0
+    nbytes, sent = x.numel() * x.element_size(), 0
+    scratch = workspace(x.numel(), x)
+    d = 1
+    while d < n:  # reduce
+        if rank % (2 * d) == d:
+            dist.send(x, glob(rank - d), group=group)
+            sent += nbytes
+        elif rank % (2 * d) == 0 and rank + d < n:
+            dist.recv(scratch, glob(rank + d), group=group)
+            x.add_(scratch)
+        d *= 2
+    while d > 1:  # broadcast, rounds in reverse
+        d //= 2
+        if rank % (2 * d) == 0 and rank + d < n:
+            dist.send(x, glob(rank + d), group=group)
+            sent += nbytes
+        elif rank % (2 * d) == d:
+            dist.recv(x, glob(rank - d), group=group)
+    return sent
+
+
+def recursive_doubling_allreduce_(x, group=None) -> int:
+    """Recursive doubling: in round d, swap the whole buffer with rank XOR 2^d and add: log2 N rounds.
+
+    For N not a power of two, the ranks beyond the largest power of two p first hand their data to
+    rank − p and get the result back at the end (two extra messages on those pairs).
+    """
+    import torch
+    import torch.distributed as dist
+
+    _check_tensor(x)
+    rank, n, glob = _group_info(group)
+    if n == 1:
+        return 0
+    nbytes, sent = x.numel() * x.element_size(), 0
+    p = 1 << (n.bit_length() - 1)  # largest power of two <= n
+    scratch = workspace(x.numel(), x)
+    if rank >= p:
+        dist.send(x, glob(rank - p), group=group)
+        dist.recv(x, glob(rank - p), group=group)
+        return nbytes
+    if rank + p < n:
+        dist.recv(scratch, glob(rank + p), group=group)
+        x.add_(scratch)
+    d = 1
+    while d < p:
+        peer = glob(rank ^ d)
+        reqs = [dist.isend(x, peer, group=group), dist.irecv(scratch, peer, group=group)]
+        for req in reqs:
+            req.wait()
+        sent += nbytes
+        x.add_(scratch)  # a + b == b + a exactly in IEEE arithmetic, so both partners stay bit-identical
+        d *= 2
+    if rank + p < n:
+        dist.send(x, glob(rank + p), group=group)
+        sent += nbytes
+    return sent
+
+
+def library_allreduce_(x, group=None) -> int:
+    """torch.distributed.all_reduce (gloo: its own ring; NCCL: ring/tree/NVLS by its tuner).
+
+    Returns the bytes a ring would send (the library does not report its traffic)."""
+    import torch.distributed as dist
+
+    dist.all_reduce(x, group=group)
+    n = dist.get_world_size(group)
+    return int(2 * (n - 1) * x.numel() * x.element_size() // n)
+
+
+#: Implementation name (as `labkit bench allreduce --impl` takes it) → function.
+IMPLEMENTATIONS = {
+    "ring": ring_allreduce_,
+    "ring_simple": ring_allreduce_simple_,
+    "library": library_allreduce_,
+    "naive": naive_allreduce_,
+    "tree": tree_allreduce_,
+    "recursive_doubling": recursive_doubling_allreduce_,
+}
+
+
+# --------------------------------------------------------------------------- correctness, inside a rank
+#: Integer-valued test inputs lie in [-INT_RANGE, INT_RANGE): sums over up to 2**24 / INT_RANGE
+#: ranks stay exactly representable in float32, so every summation order gives the same bits.
+INT_RANGE = 1000
+
+
+def test_input(rank: int, count: int, kind: str, seed: int = 0, dtype: str = "float32"):
+    """The deterministic input rank `rank` uses in checks: 'integer' (exact) or 'random' (N(0,1))."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed * 100_003 + rank)
+    if kind == "integer":
+        x = torch.randint(-INT_RANGE, INT_RANGE, (count,), generator=g)
+    elif kind == "random":
+        x = torch.randn(count, generator=g, dtype=torch.float64)
+    else:
+        raise ValueError(f"kind must be 'integer' or 'random', got {kind!r}")
+    return x.to(getattr(torch, dtype))
+
+
+def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dtype: str = "float32",
+                         device: str = "cpu", simulate: bool = True) -> dict:
+    """Run `impl` and dist.all_reduce on the same inputs in this group; report how they compare.
+
+    - integer-valued inputs: the results must be bit-identical, and equal to the exact sum;
+    - random floats: |impl − library| ≤ collectives.summation_tolerance (summation order differs);
+    - ring only (and `simulate`): the result must equal labkit.ring_sim's prediction bit for bit,
+      since both add in the same order (each rank regenerates every rank's input to simulate).
+    Every member of `group` must call this with the same arguments.
+    """
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from .collectives import ring_bytes_sent, summation_tolerance
+
+    fn = IMPLEMENTATIONS[impl]
+    rank, n, glob = _group_info(group)
+    itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    out = {"impl": impl, "world_size": n, "count": count, "dtype": dtype, "nbytes": count * itemsize}
+    # 1. integer-valued: bit-identical, and exact
+    x = test_input(glob(rank), count, "integer", seed, dtype).to(device)
+    ref = x.clone()
+    sent = fn(x, group)
+    dist.all_reduce(ref, group=group)
+    exact = sum(test_input(glob(r), count, "integer", seed, "float64") for r in range(n)).to(getattr(torch, dtype))
+    out["integer_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
+    out["integer_exact"] = bool(torch.equal(x.cpu(), exact))
+    out["bytes_sent"] = int(sent)
+    out["ring_bytes_sent"] = ring_bytes_sent(count, n, itemsize)[rank]
+    # 2. random floats: within the summation-order tolerance
+    x = test_input(glob(rank), count, "random", seed, dtype).to(device)
+    ref, abs_sum = x.clone(), x.abs()
+    fn(x, group)
+    dist.all_reduce(ref, group=group)
+    dist.all_reduce(abs_sum, group=group)
+    tol = summation_tolerance(abs_sum.double(), n, dtype)
+    diff = (x.double() - ref.double()).abs()
+    out["random_max_abs_diff"] = float(diff.max()) if count else 0.0
+    out["random_within_tolerance"] = bool((diff <= tol).all())
+    out["random_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
+    # 3. the ring against its simulation
+    if impl == "ring" and simulate:
+        from .ring_sim import simulate_ring_allreduce
+
+        inputs = [test_input(glob(r), count, "random", seed, dtype).numpy() for r in range(n)]
+        predicted = simulate_ring_allreduce(inputs).result[rank]
+        out["matches_simulation"] = bool(np.array_equal(x.cpu().numpy(), predicted))
+    return out
+
+
+def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0) -> list[dict]:
+    """Launch target: compare every impl with the library for each count, on groups of the first k ranks.
+
+    group_sizes=None checks the whole world only. Returns this rank's reports (with the group size).
+    """
+    import torch.distributed as dist
+
+    from .launch import rank_info
+
+    device = rank_info().device
+    reports = []
+    for k in group_sizes or [world_size]:
+        if k > world_size:
+            raise ValueError(f"group size {k} is larger than the world ({world_size} ranks)")
+        group = None if k == world_size else dist.new_group(list(range(k)))  # every rank must call new_group
+        if rank >= k:
+            continue
+        for impl in impls:
+            for count in counts:
+                reports.append({"group_size": k, **compare_with_library(impl, count, group, seed=seed, device=device)})
+    return reports

@@ -1,0 +1,183 @@
+"""Ring all-reduce, simulated: N ranks in plain numpy, every step recorded (who sends what to whom).
+
+    trace = simulate_ring_allreduce([np.arange(8.0) * (r + 1) for r in range(4)])
+    trace.result            # every rank's buffer at the end (all equal to the elementwise sum)
+    trace.bytes_sent        # bytes each rank sent: 2(N−1)/N·S when N divides the element count
+    trace.to_frame()        # one row per transfer
+    draw_ring_state(trace, k)  # the grid of partial sums after k steps
+
+The schedule (which chunk each rank sends at each step) comes from labkit.collectives, the same
+one the real ring (labkit.ring) uses, and the additions happen in the same order — so the
+simulation predicts the real ring's floats bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from .collectives import AG, RS, chunk_bounds, ring_chunks, ring_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """One message: `src` sends chunk `chunk` (elements [start, stop)) to `dst`."""
+
+    phase: str
+    step: int  # step within the phase, 0 … N−2
+    src: int
+    dst: int
+    chunk: int
+    elements: int
+    nbytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RingState:
+    """Every rank's buffer and, per rank and chunk, which ranks' inputs its partial sum holds."""
+
+    buffers: tuple[np.ndarray, ...]
+    contributions: tuple[tuple[frozenset, ...], ...]  # [rank][chunk] -> ranks summed in
+
+
+@dataclasses.dataclass(frozen=True)
+class RingTrace:
+    """A simulated ring all-reduce: the states before and after each step, and every transfer."""
+
+    world_size: int
+    count: int  # elements per rank
+    itemsize: int  # bytes per element
+    bounds: tuple[tuple[int, int], ...]  # chunk c = elements [start, stop)
+    steps: tuple[tuple[str, int], ...]  # (phase, step within phase), 2(N−1) of them
+    transfers: tuple[tuple[Transfer, ...], ...]  # per step, one transfer per rank (empty chunks included)
+    states: tuple[RingState, ...]  # states[k] = after k steps; states[0] = the inputs
+
+    @property
+    def nbytes(self) -> int:
+        """S: bytes of one rank's buffer (the nccl-tests "size")."""
+        return self.count * self.itemsize
+
+    @property
+    def result(self) -> tuple[np.ndarray, ...]:
+        return self.states[-1].buffers
+
+    @property
+    def bytes_sent(self) -> list[int]:
+        """Bytes each rank sent over the whole all-reduce."""
+        out = [0] * self.world_size
+        for step in self.transfers:
+            for t in step:
+                out[t.src] += t.nbytes
+        return out
+
+    @property
+    def bytes_received(self) -> list[int]:
+        out = [0] * self.world_size
+        for step in self.transfers:
+            for t in step:
+                out[t.dst] += t.nbytes
+        return out
+
+    def to_frame(self):
+        """One row per transfer: step (1-based, overall), phase, phase_step, src, dst, chunk, elements, nbytes."""
+        import pandas as pd
+
+        rows = []
+        for k, step in enumerate(self.transfers):
+            for t in step:
+                row = dataclasses.asdict(t)
+                row["phase_step"] = row.pop("step")
+                rows.append({"step": k + 1, **row})
+        return pd.DataFrame(rows, columns=["step", "phase", "phase_step", "src", "dst", "chunk", "elements", "nbytes"])
+
+    def describe_step(self, k: int) -> str:
+        """Plain words for step k (1-based): the phase and every non-empty transfer."""
+        if k == 0:
+            return f"start: each of the {self.world_size} ranks holds only its own input"
+        phase, s = self.steps[k - 1]
+        moves = [f"rank {t.src}→{t.dst}: chunk {t.chunk} ({t.nbytes} B)" for t in self.transfers[k - 1] if t.nbytes]
+        verb = "adds it into its own copy" if phase == RS else "overwrites its copy"
+        return (f"step {k} of {len(self.steps)} — {phase} step {s + 1}: every rank sends one chunk to its right "
+                f"neighbour, which {verb}. " + "; ".join(moves or ["(all chunks empty)"]))
+
+
+def simulate_ring_allreduce(inputs: Sequence[np.ndarray]) -> RingTrace:
+    """Simulate a ring all-reduce (sum) over len(inputs) ranks; inputs are 1-D arrays of one shape and dtype."""
+    bufs = [np.array(x, copy=True).ravel() for x in inputs]
+    n = len(bufs)
+    if n < 1:
+        raise ValueError("need at least one rank's input")
+    if len({(b.shape, b.dtype) for b in bufs}) != 1:
+        raise ValueError("every rank's input must have the same shape and dtype")
+    count, itemsize = bufs[0].size, bufs[0].dtype.itemsize
+    bounds = chunk_bounds(count, n)
+    contrib = [[frozenset([r]) for _ in range(n)] for r in range(n)]
+    states = [RingState(tuple(b.copy() for b in bufs), tuple(tuple(c) for c in contrib))]
+    all_transfers = []
+    for phase, s in ring_steps(n):
+        # Every rank sends at the same time: read all outgoing chunks before anyone writes.
+        outgoing = []
+        for r in range(n):
+            send_c, _ = ring_chunks(phase, s, r, n)
+            a, b = bounds[send_c]
+            outgoing.append((r, send_c, bufs[r][a:b].copy(), contrib[r][send_c]))
+        transfers = []
+        for src, c, data, who in outgoing:
+            dst = (src + 1) % n
+            _, recv_c = ring_chunks(phase, s, dst, n)
+            assert recv_c == c, "schedule mismatch: the right neighbour expects another chunk"
+            a, b = bounds[c]
+            if phase == RS:
+                bufs[dst][a:b] += data  # local += received, the order the real ring uses
+                contrib[dst][c] = contrib[dst][c] | who
+            else:
+                bufs[dst][a:b] = data
+                contrib[dst][c] = who
+            transfers.append(Transfer(phase, s, src, dst, c, b - a, (b - a) * itemsize))
+        all_transfers.append(tuple(transfers))
+        states.append(RingState(tuple(b.copy() for b in bufs), tuple(tuple(c) for c in contrib)))
+    return RingTrace(n, count, itemsize, tuple(bounds), tuple(ring_steps(n)), tuple(all_transfers), tuple(states))
+
+
+def draw_ring_state(trace: RingTrace, k: int, ax=None):
+    """Draw the partial sums after k steps: rows = ranks, columns = chunks, cells = ranks summed in.
+
+    Cells that just received data are outlined (red: added in, reduce-scatter; blue: copied,
+    all-gather); colour depth = how many ranks' inputs the cell holds (dark = complete sum).
+    """
+    import matplotlib.pyplot as plt
+
+    n = trace.world_size
+    k = max(0, min(int(k), len(trace.steps)))
+    state = trace.states[k]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.2 * n + 2.5, 0.7 * n + 1.6))
+    fill = np.array([[len(state.contributions[r][c]) for c in range(n)] for r in range(n)], dtype=float)
+    ax.imshow(fill, cmap="Greens", vmin=0, vmax=n * 1.25, aspect="auto")
+    just = {}
+    if k > 0:
+        for t in trace.transfers[k - 1]:
+            just[(t.dst, t.chunk)] = t
+    for r in range(n):
+        for c in range(n):
+            who = sorted(state.contributions[r][c])
+            text = "Σ all" if len(who) == n and n > 1 else "+".join(f"x{w}" for w in who)
+            if len(text) > 14:
+                text = f"{len(who)} ranks"
+            ax.text(c, r, text, ha="center", va="center", fontsize=8,
+                    color="white" if len(who) > 0.7 * n and n > 1 else "black")
+            if (r, c) in just:
+                t = just[(r, c)]
+                ax.add_patch(plt.Rectangle((c - 0.46, r - 0.46), 0.92, 0.92, fill=False, lw=2,
+                                           ec="tab:red" if t.phase == RS else "tab:blue"))
+    ax.set_xticks(range(n), [f"{c}\n{trace.bounds[c][1] - trace.bounds[c][0]} el" for c in range(n)], fontsize=7)
+    ax.set_yticks(range(n), [f"rank {r}" for r in range(n)], fontsize=8)
+    ax.set_xlabel("chunk (index; elements in it)")
+    ax.set_ylabel("rank (process)")
+    phase = "start" if k == 0 else f"{trace.steps[k - 1][0]} step {trace.steps[k - 1][1] + 1}"
+    ax.set_title(f"Ring all-reduce, N = {n}: after step {k} of {len(trace.steps)} ({phase})\n"
+                 "source: labkit.ring_sim simulation; outline = chunk just received "
+                 "(red: added in, blue: copied)", fontsize=9)
+    return ax
