@@ -65,7 +65,7 @@ class ClusterLinks:
 
 
 def preset(name: str) -> ClusterLinks:
-    """Clusters built from `labkit.models.SPECS` (per-direction figures): 'H100 NDR', 'A100 HDR', 'p4d EFA'."""
+    """Clusters built from `labkit.models.SPECS` (per-direction figures): see PRESETS."""
     s = models.spec
     presets = {
         "H100 NDR": ClusterLinks(8, s("NVLink 4").per_direction_GBps(), s("NDR").per_direction_GBps(), 8,
@@ -78,6 +78,18 @@ def preset(name: str) -> ClusterLinks:
         "p4d EFA": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("EFA").per_direction_GBps() / 4, 4,
                                 name="p4d.24xlarge: 8×A100, 4×100 Gb/s EFA",
                                 source=f"spec: {s('NVLink 3').name}; {s('EFA').name}"),
+        # OCI BM.GPU4.8: 16 × 100 Gb/s RoCE ports per node (dataset
+        # nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce, field interconnect).
+        "A100 RoCE": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("Ethernet 100").per_direction_GBps(), 16,
+                                  name="OCI BM.GPU4.8: 8×A100, 16×100 Gb/s RoCE",
+                                  source=f"spec: {s('NVLink 3').name}; {s('Ethernet 100').name}"),
+        # CSCS Alps: 4 GH200 per node, one Slingshot-11 NIC of 200 Gb/s (25 GB/s per direction) per GPU
+        # — the figure is the dataset's own description (nccl_allreduce_gh200_alps_1to16nodes_slingshot11,
+        # field interconnect); labkit.models.SPECS has no Slingshot entry. NVLink between the 4 Hoppers
+        # is taken at the H100 NVLink 4 figure per direction (an assumption: GH200 nodes wire it differently).
+        "GH200 Slingshot": ClusterLinks(4, s("NVLink 4").per_direction_GBps(), 200 / 8, 4,
+                                        name="CSCS Alps: 4×GH200, 4× Slingshot-11 200 Gb/s",
+                                        source=f"spec: {s('NVLink 4').name} (assumed); 200 Gb/s per NIC from the dataset"),
     }
     if name not in presets:
         raise KeyError(f"unknown preset {name!r}; choose one of {sorted(presets)}")
@@ -190,3 +202,135 @@ def tp_placement(links: ClusterLinks, *, hidden: int, seq_len: int, micro_batch:
                      "allreduces_per_microbatch": n_ar if tp > 1 else 0,
                      "comm_flat_s": n_ar * t_flat, "comm_hierarchical_s": n_ar * t_hier})
     return pd.DataFrame(rows)
+
+
+PRESETS = ("H100 NDR", "A100 HDR", "p4d EFA", "A100 RoCE", "GH200 Slingshot")
+
+
+# --------------------------------------------------------------------------- published multi-node results
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """Which recorded all_reduce sweep a preset is compared with, at which size."""
+
+    preset: str
+    dataset: str
+    nbytes: int
+    where: dict = dataclasses.field(default_factory=dict)
+    note: str = ""
+
+
+#: Published multi-node nccl-tests runs (data/) and the model cluster each is compared with.
+PUBLISHED = (
+    Published("H100 NDR", "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290", 4 << 30, {"placement": "out-of-place"},
+              "1 node = NVLS; 2 nodes: default and NCCL_ALGO=RING"),
+    Published("H100 NDR", "nccl_allreduce_64xh100_8node_ib_sharp_coreweave", 8 << 30, {"placement": "out-of-place"},
+              "SHARP: the switches add, so busbw can beat the NICs — outside this model"),
+    Published("GH200 Slingshot", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", 1 << 30, {"placement": "out-of-place"}),
+    Published("p4d EFA", "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks", 4 << 30, {"placement": "out-of-place"}),
+    Published("A100 RoCE", "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce", 10 << 30, {"placement": "out-of-place"}),
+)
+
+
+def published_points(pub: Published):
+    """busbw at one size for every (nodes, config) of a recorded sweep, as a DataFrame (+ the dataset)."""
+    from .reference import load
+
+    ds = load(pub.dataset)
+    f = ds.frame
+    for col, val in pub.where.items():
+        f = f[f[col] == val]
+    f = f[f["nbytes"] == pub.nbytes]
+    return f[["nodes", "world_size", "config", "nbytes", "busbw_GBps"]].reset_index(drop=True), ds
+
+
+def plot_published(presets=("H100 NDR", "GH200 Slingshot", "p4d EFA", "A100 RoCE"), max_nodes: int = 16):
+    """For each cluster: published busbw vs nodes beside the flat and hierarchical models at the same size."""
+    from . import plots
+    from .reference import DatasetError, short_source
+
+    fig, axes = plots.figure(2, 2, width=6.2, height=4.2)
+    shown, missing = [], []
+    for ax, name in zip(axes, presets):
+        links = preset(name)
+        pubs = [p for p in PUBLISHED if p.preset == name]
+        sizes = sorted({p.nbytes for p in pubs}) or [1 << 30]
+        nodes = [n for n in (1, 2, 4, 8, 16, 32) if n <= max_nodes]
+        for S in sizes[:1]:
+            df = node_sweep(S, nodes, links)
+            plots.line(ax, df["nodes"], df["flat_busbw_GBps"], f"model: flat ring, {_fmt_bytes(S)}", how=plots.MODEL, color="C3")
+            plots.line(ax, df["nodes"], df["hierarchical_busbw_GBps"], f"model: hierarchical, {_fmt_bytes(S)}",
+                       how=plots.MODEL, color="C2")
+        for i, p in enumerate(pubs):
+            try:
+                pts, ds = published_points(p)
+            except DatasetError as e:
+                missing.append(str(e))
+                continue
+            shown.append(ds.name)
+            for j, (cfg, grp) in enumerate(pts.groupby("config", sort=False)):
+                label = f"recorded: {cfg[:38]}, {_fmt_bytes(p.nbytes)} — {short_source(ds.meta['source'])}"
+                ax.plot(grp["nodes"], grp["busbw_GBps"], marker="osD^v"[(i + j) % 5], ls="-", lw=1, mfc="none",
+                        color=f"C{(i * 3 + j) % 10}", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        _plain_ticks(ax)
+        plots.finish(ax, f"{links.name}", "nodes (count)", "busbw per GPU (GB/s)",
+                     source="model: labkit.cluster from spec figures; recorded: nccl-tests")
+        ax.legend(fontsize=5.5, loc="lower left")
+    fig.suptitle("Leaving the node: published all-reduce busbw against the flat and hierarchical models", fontsize=11)
+    fig.tight_layout()
+    return fig, shown, missing
+
+
+def _plain_ticks(ax) -> None:
+    """Log axes labelled 2, 4, 50, 300 rather than 2×10⁰ (easier to read off)."""
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(fmt)
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+
+
+def scaling_view(gpus_per_node: int, max_nodes: int, intra_GBps: float, nic_GBps: float, nics_per_node: int,
+                 nbytes: int):
+    """The widget's view: build the cluster from the controls and draw `plot_scaling`."""
+    links = ClusterLinks(int(gpus_per_node), float(intra_GBps), float(nic_GBps), int(nics_per_node),
+                         name="your cluster", source="widget")
+    fig, out = plot_scaling(links, nbytes, max_nodes=int(max_nodes))
+    return out
+
+
+def _fmt_bytes(n) -> str:
+    from .units import format_bytes
+
+    return format_bytes(n)
+
+
+def plot_scaling(links: ClusterLinks, nbytes: float, max_nodes: int = 64):
+    """model: flat vs hierarchical all-reduce time against GPU count, with the cliff where the node ends."""
+    from . import plots
+    from .units import format_bytes, format_time
+
+    nodes = [1]
+    while nodes[-1] * 2 <= max_nodes:
+        nodes.append(nodes[-1] * 2)
+    df = node_sweep(nbytes, nodes, links)
+    fig, ax = plots.figure(width=7.5, height=4.2)
+    plots.line(ax, df["gpus"], df["flat_s"] * 1e3, "model: flat ring", how=plots.MODEL, color="C3", marker="o")
+    plots.line(ax, df["gpus"], df["hierarchical_s"] * 1e3, "model: hierarchical", how=plots.MODEL, color="C2", marker="s")
+    g = links.gpus_per_node
+    ax.axvspan(g, 2 * g, color="0.85", alpha=0.6, label=f"the cliff: leaving the {g}-GPU node")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_ticks(ax)
+    c = cliff(nbytes, links) if len(nodes) > 1 else None
+    plots.finish(ax, f"All-reduce of {format_bytes(nbytes)}: {links.describe()}", "GPUs (count)",
+                 "time per all-reduce (ms)", source="model: labkit.cluster (per-direction bandwidths)")
+    out = {"nbytes": nbytes, "one_node_s": float(df["flat_s"].iloc[0]),
+           "flat_s_max": float(df["flat_s"].iloc[-1]), "hierarchical_s_max": float(df["hierarchical_s"].iloc[-1])}
+    if c:
+        out.update(flat_drop=c["flat_drop"], hierarchical_drop=c["hierarchical_drop"])
+        ax.text(0.02, 0.96, f"1 → 2 nodes: busbw ÷{c['flat_drop']:.3g} flat, ÷{c['hierarchical_drop']:.3g} hierarchical;"
+                f" 1 node: {format_time(out['one_node_s'])}", transform=ax.transAxes, fontsize=7, va="top")
+    return fig, out

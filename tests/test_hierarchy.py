@@ -1,0 +1,223 @@
+"""Notebook 6 machinery: the hierarchical all-reduce equals dist.all_reduce, the slow link is real (or
+labelled emulated) and cleaned up, bytes over it match the formulas, and the models hold on textbook cases."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from labkit import cluster, hierarchy, ladder, models, slowlink
+from labkit.hierarchical import Layout, SharedUplink
+from labkit.units import MiB
+
+
+# --------------------------------------------------------------------------- workers (importable by name)
+def check_layouts(rank, world_size, layouts, numels):
+    """For each (group_size) layout and size: hierarchical and flat ring vs dist.all_reduce."""
+    import torch
+    import torch.distributed as dist
+
+    from labkit import hierarchical as H
+
+    out = []
+    for g in layouts:
+        layout = H.Layout(world_size, g)
+        groups = H.make_groups(layout)
+        link = H.Link(layout, rank)
+        for numel in numels:
+            for dtype in (torch.float32, torch.int64):
+                gen = torch.Generator().manual_seed(7 * rank + numel)
+                x = (torch.randn(numel, generator=gen) * 100).to(dtype)
+                ref = x.clone()
+                dist.all_reduce(ref)
+                for name, fn in (("hierarchical", H.hierarchical_all_reduce), ("flat_ring", H.flat_all_reduce)):
+                    y = x.clone()
+                    link.reset()
+                    fn(y, groups, link)
+                    same = torch.equal(y, ref) if dtype == torch.int64 else torch.allclose(y, ref, rtol=1e-5, atol=1e-4)
+                    out.append({"g": g, "numel": numel, "dtype": str(dtype), "algo": name, "ok": bool(same),
+                                "inter": link.sent["inter"], "intra": link.sent["intra"]})
+    return out
+
+
+# --------------------------------------------------------------------------- textbook model cases
+def test_hierarchical_with_one_rank_per_group_or_one_group_is_the_flat_ring():
+    S = 1 << 30
+    for links in (cluster.preset("H100 NDR"), cluster.preset("p4d EFA")):
+        # m = 1: everything inside one node
+        assert cluster.hierarchical_time(S, 1, links) == pytest.approx(cluster.flat_time(S, 1, links))
+        # g = 1: one GPU per node, so there is nothing to do inside a node
+        one = cluster.ClusterLinks(1, links.intra_GBps, links.nic_GBps, 1, links.intra_latency_s, links.inter_latency_s)
+        for nodes in (2, 5, 16):
+            assert cluster.hierarchical_time(S, nodes, one) == pytest.approx(cluster.flat_time(S, nodes, one))
+    # the core model agrees: g = 1 and g = N reduce to the ring
+    for g, bw_inter in ((1, 10.0), (8, 123.0)):
+        h = models.allreduce_time(S, 8, 10.0, 0.0, "hierarchical", gpus_per_node=g, inter_bandwidth_GBps=bw_inter)
+        flat_bw = 10.0 if g == 8 else bw_inter
+        assert h == pytest.approx(models.allreduce_time(S, 8, flat_bw, 0.0, "ring"))
+
+
+def test_bytes_over_the_slow_link():
+    S = 3 * 1024 * 1024
+    for g, m in ((2, 2), (3, 2), (2, 3), (8, 4)):
+        N = g * m
+        b = cluster.slow_link_bytes(S, g, m)
+        assert b["flat_per_crossing_rank"] == pytest.approx(2 * (N - 1) / N * S)
+        assert b["hier_per_rank"] == pytest.approx(2 * (m - 1) / m * S / g)
+        assert b["hier_per_group_uplink"] == pytest.approx(2 * (m - 1) / m * S)
+        assert b["flat_total"] == pytest.approx(m * 2 * (N - 1) / N * S)
+        assert b["hier_total"] < b["flat_total"]
+    assert cluster.slow_link_bytes(S, 4, 1)["flat_total"] == 0 == cluster.slow_link_bytes(S, 4, 1)["hier_total"]
+
+
+def test_cluster_model_cliff_and_tp_placement():
+    links = cluster.preset("H100 NDR")
+    assert links.intra_GBps == 450.0  # NVLink 4: 900 GB/s is both directions
+    df = cluster.node_sweep(1 << 30, [1, 2, 4, 16], links)
+    assert df["speedup"].iloc[0] == pytest.approx(1.0)
+    assert (df["speedup"].iloc[1:] > 3).all()  # 8 NICs at once vs one ring edge
+    c = cluster.cliff(1 << 30, links)
+    assert c["flat_drop"] > c["hierarchical_drop"] > 1
+    tp = cluster.tp_placement(links, hidden=8192, seq_len=4096, micro_batch=1, layers=80, tp_degrees=(8, 16))
+    assert tp["bytes_per_allreduce"].iloc[0] == 8192 * 4096 * 2
+    ring8 = 2 * 7 / 8 * (8192 * 4096 * 2) / 450e9 + 2 * 7 * links.intra_latency_s
+    assert tp["allreduce_flat_s"].iloc[0] == pytest.approx(ring8)
+    assert tp["comm_flat_s"].iloc[1] > 5 * tp["comm_flat_s"].iloc[0]  # TP across nodes pays the network
+    with pytest.raises(ValueError, match="multiple"):
+        cluster.tp_placement(links, hidden=8, seq_len=8, micro_batch=1, layers=1, tp_degrees=(12,))
+
+
+def test_layout_and_emulated_uplink():
+    lay = Layout(6, 3)
+    assert lay.groups == 2 and lay.intra_ranks(1) == [3, 4, 5] and lay.inter_ranks(2) == [2, 5]
+    assert lay.crosses(2, 3) and not lay.crosses(0, 2)
+    with pytest.raises(ValueError, match="multiple"):
+        Layout(6, 4)
+
+
+def test_shared_uplink_paces_sends(tmp_path):
+    p = tmp_path / "up.link"
+    SharedUplink.create(p)
+    rate = 20e6  # 20 MB/s
+    up = SharedUplink(p, rate)
+    t0 = time.monotonic()
+    for _ in range(4):
+        up.send(64 * 1024)
+    elapsed = time.monotonic() - t0
+    expected = (4 * 64 * 1024 - SharedUplink.BURST_BYTES) / rate
+    assert elapsed == pytest.approx(expected, abs=0.01)
+
+
+def test_ladder_rungs_and_ratios():
+    host = ladder.LevelSweep("host_memory", "measured here: x", (1024, 1 << 20, 64 << 20), (5.0, 40.0, 10.0), "measured")
+    proc = ladder.LevelSweep("processes", "measured here: y", (1024, 32 << 20, 64 << 20), (0.01, 1.0, 1.0), "measured")
+    rungs = ladder.measured_rungs([host, proc], llc_bytes=32 << 20)
+    t = ladder.ladder_table(rungs + ladder.spec_rungs())
+    mine = t[t["ladder"] == "measured here"].set_index("level")
+    assert mine.loc["host_cache", "GBps"] == 40.0 and mine.loc["host_memory", "GBps"] == 10.0
+    assert mine.loc["host_cache", "ratio_to_next"] == pytest.approx(4.0)
+    assert mine.loc["host_memory", "ratio_to_next"] == pytest.approx(10.0)  # plateau of the process level = 1.0
+    spec = t[t["ladder"].str.startswith("spec")].set_index("level")
+    assert spec.loc["gpu_gpu", "GBps"] == 450.0  # per direction, not 900
+    assert spec.loc["gpu_memory", "GBps"] == 1675.0  # 3.35 TB/s reads+writes → copy rate
+
+
+def test_recorded_curves_are_one_way_rates():
+    curves, missing = ladder.recorded_curves()
+    assert curves, missing
+    for c in curves:
+        assert c.label.startswith("recorded: ") and " — " in c.label
+        assert all(b > 0 for b in c.bandwidth_GBps)
+    d2d = [c for c in curves if c.level == "gpu_memory"]
+    if d2d:  # bandwidthTest counts read + write: the ladder halves it, and says so
+        assert "÷2" in d2d[0].label
+
+
+def test_bench_ladder_cli_yields_records(capsys):
+    from labkit.cli import main
+
+    assert main(["bench", "ladder", "--levels", "host", "--sizes", "4KiB,1MiB", "--repeats", "3", "--json"]) == 0
+    import json
+
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [r["nbytes"] for r in recs] == [4096, 1 << 20]
+    assert all(r["level"] == "host_memory" and r["bandwidth_direction"] == "unidirectional" for r in recs)
+
+
+# --------------------------------------------------------------------------- real processes
+@pytest.mark.slow
+def test_hierarchical_equals_all_reduce_on_awkward_layouts():
+    from labkit.launch import launch
+
+    # 6 ranks: 3 groups of 2, 2 groups of 3, and the degenerate 6×1 and 1×6; sizes that do not divide
+    numels = [1, 5, 7, 1001, 6 * 6 * 64]
+    res = launch(check_layouts, 6, "gloo", timeout_s=120, args=((2, 3, 1, 6), numels))
+    rows = [r for per_rank in res for r in per_rank]
+    bad = [r for r in rows if not r["ok"]]
+    assert not bad, bad[:5]
+    # bytes counted by the Link match the formulas (divisible size, float32)
+    S = 6 * 6 * 64 * 4
+    for g in (2, 3):
+        m = 6 // g
+        b = cluster.slow_link_bytes(S, g, m)
+        mine = [r for per_rank in res for r in per_rank if r["g"] == g and r["numel"] == 6 * 6 * 64 and "float" in r["dtype"]]
+        hier = [r["inter"] for r in mine if r["algo"] == "hierarchical"]
+        flat = [r["inter"] for r in mine if r["algo"] == "flat_ring"]
+        assert hier == [b["hier_per_rank"]] * 6
+        assert sorted(flat) == [0] * (6 - m) + [b["flat_per_crossing_rank"]] * m
+
+
+def _assert_comparison(cmp):
+    df = cmp.to_frame()
+    assert df["correct"].all(), df
+    bt = cmp.bytes_table()
+    assert (bt["counted_total"] == bt["computed_total"]).all()
+    assert (bt["counted_max_per_rank"] == bt["computed_per_sending_rank"]).all()
+    return df, bt
+
+
+@pytest.mark.slow
+def test_compare_over_network_namespaces_cleans_up():
+    ok, why = slowlink.available()
+    if not ok:
+        pytest.skip(f"network namespaces unavailable: {why}")
+    before = set(slowlink.list_namespaces())
+    cmp = hierarchy.compare(4, 2, [1 * MiB], slow_link="netns", rate_GBps=0.01, repeats=3)
+    assert set(slowlink.list_namespaces()) == before  # nothing left behind
+    assert cmp.slow_link == "netns" and cmp.slow_link_text.startswith("real:")
+    df, bt = _assert_comparison(cmp)
+    # counted on the wire (IP packets, headers and barriers included): at least the payload, little more
+    assert (bt["wire_total"] >= bt["counted_total"]).all()
+    assert (bt["wire_total"] <= 1.05 * bt["counted_total"] + 64 * 1024).all()
+    # at 10 MB/s per uplink the link dominates: flat ring 1.5 MiB across vs hierarchical 1 MiB
+    assert cmp.speedup() > 1.15, df[["impl", "seconds"]]
+
+
+@pytest.mark.slow
+def test_emulated_link_straggler_and_process_level_in_one_launch():
+    live = hierarchy.run_live(4, 2, compare_sizes=[256 * 1024], ladder_sizes=[4096, 1 << 20],
+                              straggler_delay=(2, 0.3), slow_link="emulated", rate_GBps=0.005, repeats=3)
+    cmp = live.comparison
+    assert cmp.slow_link == "emulated" and cmp.slow_link_text.startswith("emulated:")
+    _assert_comparison(cmp)
+    assert cmp.speedup() > 1.15
+    assert [n for n in live.processes.nbytes] == [4096, 1 << 20] and min(live.processes.bandwidth_GBps) > 0
+    s = live.straggler.set_index("rank")
+    assert s.loc[2, "delayed"] and s.loc[2, "in_collective_s"] < 0.2
+    for r in (0, 1, 3):  # everyone else waits for rank 2 inside the collective
+        assert s.loc[r, "in_collective_s"] >= 0.25
+
+
+def test_netns_cluster_removed_on_error():
+    ok, why = slowlink.available()
+    if not ok:
+        pytest.skip(f"network namespaces unavailable: {why}")
+    before = set(slowlink.list_namespaces())
+    with pytest.raises(RuntimeError, match="boom"):
+        with slowlink.NetnsCluster(2, 0.1) as cl:
+            now = set(slowlink.list_namespaces())
+            assert set(cl.nodes) | {cl.switch} <= now
+            raise RuntimeError("boom")
+    assert set(slowlink.list_namespaces()) == before
