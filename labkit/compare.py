@@ -58,6 +58,8 @@ RULES: dict[str, Rule] = {
                             ("busbw_GBps", "algbw_GBps", "time_us"), True),
     "p2p_matrix": Rule(("matrix", "p2p"), ("mode",), ("src", "dst"), ("bandwidth_GBps", "latency_us"), False),
     "latency_table": Rule(("op", "config"), ("nbytes",), ("world_size",), ("time_us",), False),
+    # isolated values: same quantity in the same unit (a column here); a size, where given, tells rows apart
+    "point": Rule(("quantity", "unit"), (), ("nbytes",), ("value",), False),
 }
 
 #: value column → (quantity, unit) for table headers and axis labels.
@@ -169,6 +171,8 @@ def series_of(source: Source, ds: Dataset) -> list[Series]:
         f["_direction"] = f["bandwidth_direction"].fillna(meta_direction)
     else:
         f["_direction"] = meta_direction
+    for c in rule.x:  # only `point` has an optional x column (nbytes); a row without one is a single point
+        f[c] = f[c].astype(object).where(f[c].notna(), "") if c in f.columns else ""
     split = [c for c in rule.split if c in f.columns and f[c].notna().any()]
     for c in split:
         f[c] = f[c].fillna("").astype(str)
@@ -223,6 +227,8 @@ class Group:
 
     @property
     def quantity(self) -> tuple[str, str]:
+        if self.kind == "point":
+            return "value", str(self.key[1])
         if self.value_column == "time_us":
             return ("algbw = S / time", "GB/s") if self.rule.sweep else ("time", "µs")
         return QUANTITIES.get(self.value_column, (self.value_column, "?"))
@@ -273,6 +279,8 @@ def _describe_x(rule: Rule, xs) -> str:
         if len(xs) == 1:
             return f"1 size, {format_bytes(xs[0][0])}"
         return f"{len(xs)} sizes, {format_bytes(xs[0][0])} – {format_bytes(xs[-1][0])}"
+    if rule is RULES["point"]:
+        return f"{len(xs)} point{'s' if len(xs) != 1 else ''}"
     return f"{len(xs)} {'/'.join(rule.x)} cell{'s' if len(xs) != 1 else ''}"
 
 
@@ -528,14 +536,20 @@ def _plot_group(ax, g: Group) -> None:
         xlabel = "message size (bytes, log2)"
     else:
         ax.set_xticks(range(len(g.shown)))
-        ax.set_xticklabels(["→".join(str(v) for v in c) for c in g.shown], rotation=90,
-                           fontsize=6 if len(g.shown) > 16 else 8)
+        ax.set_xticklabels([_tick(g.kind, c) for c in g.shown], rotation=90, fontsize=6 if len(g.shown) > 16 else 8)
         ax.set_ylim(bottom=0)
-        xlabel = ("GPU pair (src → dst index)" if g.kind == "p2p_matrix" else f"{', '.join(g.rule.x)} (ranks)")
+        xlabel = {"p2p_matrix": "GPU pair (src → dst index)", "point": "message size (bytes, where given)"}.get(
+            g.kind, f"{', '.join(g.rule.x)} (ranks)")
     plots.finish(ax, f"{g.title}\n{q} ({g.value_column}){direction}", xlabel, f"{q} ({unit}{direction})",
                  legend=False)
     # under the panel, so that long source names never cover the data
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+
+
+def _tick(kind: str, x: tuple) -> str:
+    if kind == "point":
+        return format_bytes(x[0]) if x[0] != "" else "—"
+    return "→".join(str(v) for v in x)
 
 
 def save_figures(result: Comparison, path) -> list[Path]:

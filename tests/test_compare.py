@@ -143,3 +143,18 @@ def test_cli_compare_json_and_refusal(two_profiles, tmp_path, capsys):
     assert (tmp_path / "c.png").exists()
     assert cli.main(["compare", two_profiles[0]]) == 2
     assert "at least two" in capsys.readouterr().err
+
+
+def test_points_compare_by_quantity_and_unit(tmp_path):
+    def points(values):
+        return pd.DataFrame({"quantity": ["pin_memory() cost", "pin_memory() cost", "loader throughput"],
+                             "value": values, "unit": ["s", "s", "GB/s"], "bandwidth_direction": ["none", "none", "unidirectional"],
+                             "nbytes": [1 << 20, 1 << 24, None]})
+
+    a = profile(tmp_path / "a", "a", {"pin_cost": (points([1e-4, 1e-3, 5.0]), meta("point", "a", direction="mixed"))})
+    b = profile(tmp_path / "b", "b", {"pin_cost": (points([2e-4, 2e-3, 10.0]), meta("point", "b", direction="mixed"))})
+    rows = compare([a, b]).to_frame()
+    cost = rows[rows.group == "quantity=pin_memory() cost, unit=s"]
+    assert cost.cells.tolist() == [2, 2] and cost.vs_first_pct.iloc[1] == pytest.approx(100.0)
+    loader = rows[rows.group == "quantity=loader throughput, unit=GB/s"]
+    assert loader.bandwidth_direction.tolist() == ["unidirectional"] * 2 and loader["median"].tolist() == [5.0, 10.0]
