@@ -690,7 +690,9 @@ def measure_host_overlap(nbytes: int = HOST_BATCH_BYTES, ratios: Sequence[float]
         units = max(1, round(t_copy / t_unit))
         for tl in host_loader_timelines(w, cs, main, units, loader_batches, source):
             frames.append(tl.to_frame(compute_to_copy=1.0, repeat=0, nbytes=nbytes, memory="host", units=units))
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["source"] = source
+    return out
 
 
 def host_loader_timelines(w: HostWorkload, copy_stream, main, units: int, n_batches: int, source: str) -> list[Timeline]:
@@ -817,7 +819,9 @@ def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] =
     torch.cuda.synchronize()
     for tl in (serial, tr.timeline(LOADER_DOUBLE, source)):
         frames.append(tl.to_frame(compute_to_copy=1.0, repeat=0, nbytes=nbytes, memory="pinned", units=units))
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["source"] = source
+    return out
 
 
 def loader_timelines(frame, source: str) -> dict[str, Timeline]:
@@ -827,6 +831,84 @@ def loader_timelines(frame, source: str) -> dict[str, Timeline]:
         if (frame["scenario"] == scenario).any():
             out[scenario] = Timeline.from_frame(frame, source, scenario).shifted()
     return out
+
+
+# --------------------------------------------------------------------------- recorded data
+def reference_sets(reference, kind: str) -> list:
+    """The datasets of `kind` a notebook's `reference=` selects (see `reference.resolve_reference`).
+
+    A `reference` naming a dataset of another kind (say a copy sweep, for a notebook that also
+    shows overlap runs) selects nothing of this kind, so the shipped datasets of `kind` are used.
+    """
+    from . import reference as ref
+
+    try:
+        return ref.resolve_reference(reference, kind)
+    except ref.DatasetError as e:
+        if "is of kind" not in str(e):
+            raise
+        return ref.load_all(kind=kind)
+
+
+_QUALITY_RANK = {"A": 0, "B": 1, "C": 2}
+
+
+def pick_link_sweep(datasets, batch_bytes: int, direction: str = "h2d"):
+    """(dataset, α-β fit) of the pinned `direction` sweep best suited to model copies of `batch_bytes`.
+
+    Preference: measured by labkit (a profile) over published; sweeps that reach `batch_bytes`
+    (no extrapolation) over those that stop short; better quality grade; more sizes. Fits use
+    `models.fit_alpha_beta_from_bandwidth` on rows printed with at least two significant digits.
+    Returns (None, None) when no dataset has at least five sizes.
+    """
+    from .models import fit_alpha_beta_from_bandwidth
+    from .pinned import precise_rows
+
+    best = None
+    for ds in datasets:
+        if ds.kind != "copy_sweep" or ds.meta.get("bandwidth_direction") != "unidirectional":
+            continue
+        f = precise_rows(ds)
+        f = f[(f["direction"] == direction) & (f["memory"] == "pinned")]
+        if "run" in f.columns and len(f):
+            f = f[f["run"] == sorted(set(f["run"]))[0]]
+        if f["nbytes"].nunique() < 5:
+            continue
+        key = (ds.meta.get("provenance") != "measured", f["nbytes"].max() < batch_bytes,
+               _QUALITY_RANK.get(ds.meta.get("quality"), 3), -len(f))
+        if best is None or key < best[0]:
+            best = (key, ds, f)
+    if best is None:
+        return None, None
+    _, ds, f = best
+    return ds, fit_alpha_beta_from_bandwidth(f["nbytes"].to_numpy(), f["bandwidth_GBps"].to_numpy())
+
+
+def loader_self_test(n_batches: int = 12, buffers: int = 2, *, copy_s: float = 0.002, consume_s: float = 0.003) -> dict:
+    """Run `double_buffered` on host streams with tagged batches, slow copies and a slow consumer.
+
+    Each copy writes its batch number into the first half of a buffer, sleeps, then the second
+    half; the consumer checks the whole buffer on arrival and again after "computing". Returns
+    the order seen and whether every buffer was complete and untouched while held.
+    """
+    bufs = [np.full(1 << 16, -1, dtype=np.int64) for _ in range(buffers)]
+
+    def copy(batch, slot):
+        half = len(bufs[slot]) // 2
+        bufs[slot][:half] = batch
+        time.sleep(copy_s)
+        bufs[slot][half:] = batch
+        return bufs[slot]
+
+    seen, intact = [], True
+    with HostStream("copy") as cs:
+        for buf in double_buffered(range(n_batches), copy, copy_stream=cs, compute_stream=InlineStream(), buffers=buffers):
+            tag = int(buf[0])
+            intact &= bool((buf == tag).all())
+            time.sleep(consume_s)
+            intact &= bool((buf == tag).all())
+            seen.append(tag)
+    return {"seen": seen, "in_order_once": seen == list(range(n_batches)), "intact": intact}
 
 
 # --------------------------------------------------------------------------- figures
@@ -846,7 +928,7 @@ def _color(span_name: str) -> str:
     return dict(_KINDS).get(_kind(span_name), "tab:gray")
 
 
-def draw_gantt(ax, timeline: Timeline, *, title: str | None = None, unit: str = "ms"):
+def draw_gantt(ax, timeline: Timeline, *, title: str | None = None, unit: str = "ms", xmax_s: float | None = None):
     """One row per stream, one bar per span; x in ms from the first start. Title carries the source."""
     from matplotlib.patches import Patch
 
@@ -860,12 +942,33 @@ def draw_gantt(ax, timeline: Timeline, *, title: str | None = None, unit: str = 
         ax.broken_barh([(s.start_s * scale, max(s.duration_s * scale, 1e-9)) for s in spans], (y - 0.35, 0.7),
                        facecolors=[_color(s.name) for s in spans], edgecolor="black", linewidth=0.4)
     ax.set_yticks(range(len(rows)), rows)
-    ax.invert_yaxis()
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # first stream on top
+    if xmax_s is not None:
+        ax.set_xlim(0, xmax_s * scale)
     kinds = list(dict.fromkeys(_kind(s.name) for s in tl.spans))
     ax.legend(handles=[Patch(color=_color(k), label=k) for k in kinds], fontsize=7, loc="lower right")
     finish(ax, title or f"{tl.scenario}: {format_time(tl.makespan_s)} in all", f"time ({unit.replace('us', 'µs')})",
            "stream (row)", source=tl.source, legend=False)
     return ax
+
+
+def draw_duplex(ax, table):
+    """Recorded full duplex: each direction alone vs the same direction while the other runs."""
+    from .plots import finish
+
+    labels = [f"{t[:28]}…\n{d.upper()} GPU {g}" if len(t) > 28 else f"{t}\n{d.upper()} GPU {g}"
+              for t, d, g in zip(table["title"], table["direction"], table["gpu"])]
+    x = np.arange(len(table))
+    ax.bar(x - 0.2, table["alone_GBps"], 0.4, label="alone (unidirectional)", color="tab:blue")
+    ax.bar(x + 0.2, table["while_other_runs_GBps"], 0.4, color="tab:purple",
+           label="same direction while the other runs (bidirectional test)")
+    for xi, r in zip(x, table["retained"]):
+        ax.annotate(f"{100 * r:.0f}%", (xi + 0.2, 0), xytext=(0, 3), textcoords="offset points", ha="center",
+                    fontsize=7, color="white")
+    ax.set_xticks(x, labels, fontsize=6, rotation=90)
+    ax.set_yscale("log")
+    finish(ax, "Full duplex: does one direction keep its bandwidth while the other runs?", "GPU and direction (label)",
+           "bandwidth of that direction (GB/s)", source="recorded: nvbandwidth copy-engine tests — sources in the text")
 
 
 def draw_efficiency(ax, table, label: str, how: str = "measured", **kw):

@@ -24,12 +24,10 @@ from typing import Sequence
 import numpy as np
 
 from . import timing
+from .overlap import reference_sets  # noqa: F401  (what a notebook's reference= selects, per kind)
 from .transfer import PINNED_CAP_BYTES
 from .units import GB, KiB, MiB, format_bytes, pow2_sizes
 
-#: Below this bandwidth a source's printed value may have under two significant digits (the CSE 554
-#: console table prints 3 decimals: 0.001 GB/s), so a ratio of two such values means nothing.
-RATIO_MIN_GBPS = 0.1
 #: Sizes for the pin-cost experiment: 64 KiB .. 256 MiB every 4× (quick: up to 16 MiB).
 PIN_MIN_BYTES, PIN_MAX_BYTES, PIN_QUICK_MAX_BYTES = 64 * KiB, 256 * MiB, 16 * MiB
 #: Repeats of a cold pin (each one frees torch's pinned-memory cache first, so keep it small).
@@ -59,7 +57,8 @@ def check_pinned_request(nbytes: int, cap: int = PINNED_CAP_BYTES) -> int:
         raise ValueError(f"a pinned buffer needs at least 1 byte, got {nbytes}")
     if nbytes > cap:
         raise PinnedCapError(
-            f"refusing to pin {format_bytes(nbytes)}: above labkit's pinned-memory cap of {format_bytes(cap)} "
+            f"refusing to pin {nbytes:,} bytes ({format_bytes(nbytes)}): above labkit's pinned-memory cap of "
+            f"{cap:,} bytes ({format_bytes(cap)}) "
             f"(labkit.transfer.PINNED_CAP_BYTES). Pinned pages cannot be swapped out, so pinning a large share "
             f"of RAM can freeze the machine. Pin smaller chunks and reuse them (a staging ring), or pass a "
             f"larger cap= deliberately if you know this machine has the memory to spare.")
@@ -101,6 +100,23 @@ def pin(tensor, *, cap: int = PINNED_CAP_BYTES):
 
 
 # --------------------------------------------------------------------------- recorded ratios
+def precise_rows(ds):
+    """The dataset's rows whose bandwidth was printed with at least two significant digits.
+
+    Same rule as notebook 01 (`latency_curve.MIN_SIGNIFICANT_DIGITS`): the CSE 554 console table
+    prints 3 decimals, so a 2-byte copy shows '0.000' or '0.001' GB/s — a ratio of two such values
+    is rounding, not a measurement. The raw CSV text is read to count the printed digits.
+    """
+    import pandas as pd
+
+    from .latency_curve import MIN_SIGNIFICANT_DIGITS, significant_digits
+
+    raw = pd.read_csv(ds.path, dtype=str)["bandwidth_GBps"].fillna("")
+    keep = raw.map(significant_digits).to_numpy() >= MIN_SIGNIFICANT_DIGITS
+    f = ds.frame[keep]
+    return f[f["bandwidth_GBps"] > 0]
+
+
 def ratio_frame(ds):
     """Pinned/pageable ratios of one copy_sweep dataset: one row per (direction, run, size) with both."""
     import pandas as pd
@@ -109,7 +125,7 @@ def ratio_frame(ds):
     if "memory" not in f.columns or not {"pinned", "pageable"} <= set(f["memory"]):
         return pd.DataFrame()
     keys = ["direction", "nbytes"] + (["run"] if "run" in f.columns else [])
-    f = f[f["bandwidth_GBps"] >= RATIO_MIN_GBPS]
+    f = precise_rows(ds)
     p = f[f["memory"] == "pinned"].set_index(keys)["bandwidth_GBps"]
     q = f[f["memory"] == "pageable"].set_index(keys)["bandwidth_GBps"]
     both = pd.concat({"pinned_GBps": p, "pageable_GBps": q}, axis=1, join="inner").reset_index()
@@ -156,53 +172,109 @@ def largest_size_ratios(ratios):
 
 
 def draw_ratios(ax, ratios, *, folklore: float | None = 2.0):
-    """Pinned/pageable ratio vs size, every recorded system; single-size sources as markers."""
+    """Pinned/pageable ratio vs size, every recorded system; single-size sources as markers.
+
+    One colour per system; H2D solid, D2H dashed; several runs of one source get their own markers.
+    """
     from .plots import RECORDED, finish, line, size_axis
 
+    colors = dict(zip(dict.fromkeys(ratios["label"]), plt_colors()))
     for (label, direction, run), g in ratios.groupby(["label", "direction", "run"], sort=False):
         g = g.sort_values("nbytes")
         name = f"{label} — {direction.upper()}" + (f" ({run})" if run else "")
         if len(g) == 1:
             ax.plot(g["nbytes"], g["ratio"], marker="D" if direction == "h2d" else "v", ms=7, ls="none",
-                    mfc="none", mew=1.5, label=name)
+                    mfc="none", mew=1.5, color=colors[label], label=name)
         else:
-            line(ax, g["nbytes"], g["ratio"], name, how=RECORDED, ls="-" if direction == "h2d" else "--")
+            line(ax, g["nbytes"], g["ratio"], name, how=RECORDED if not label.startswith("measured") else "measured",
+                 color=colors[label], ls="-" if direction == "h2d" else "--",
+                 marker="s" if run == sorted(set(ratios[ratios["label"] == label]["run"]))[0] else "o")
     ax.axhline(1.0, color="0.6", lw=0.8)
     if folklore:
         ax.axhline(folklore, color="tab:red", ls=":", lw=1.2, label=f"the folklore '≈{folklore:g}×' (a claim, not a measurement)")
     size_axis(ax)
-    finish(ax, "Pinned / pageable bandwidth ratio — every recorded system with both", "transfer size (bytes, log2)",
-           "pinned ÷ pageable bandwidth (×, unidirectional)", source="recorded: sources in the legend")
+    finish(ax, "Pinned ÷ pageable bandwidth — every recorded system with both", "transfer size (bytes, log2)",
+           "pinned ÷ pageable (×)", source="recorded: sources in the legend; H2D solid / ◇, D2H dashed / ▽")
+    legend_below(ax)
 
 
-def draw_sweeps(ax, datasets, *, directions=("h2d", "d2h"), measured=()):
-    """Bandwidth vs size for pinned and pageable: recorded datasets (thin) and `measured` Sweeps (bold)."""
+def legend_below(ax, fontsize: float = 6.5) -> None:
+    """Move the legend under the axes, where it hides no data (long source labels need the room)."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=1, frameon=False)
+
+
+def measured_ratio_frame(sweeps):
+    """Ratio rows (same columns as `ratio_frame`) from live `transfer.Sweep`s of both memories."""
+    import pandas as pd
+
+    by = {(s.direction, s.memory): s for s in sweeps}
+    rows = []
+    for direction in ("h2d", "d2h"):
+        p, q = by.get((direction, "pinned")), by.get((direction, "pageable"))
+        if p is None or q is None:
+            continue
+        qb = dict(zip(q.nbytes, q.bandwidth_GBps))
+        for n, bw in zip(p.nbytes, p.bandwidth_GBps):
+            if n in qb:
+                rows.append({"dataset": "measured here", "title": p.device, "label": f"measured here: {p.device}",
+                             "direction": direction, "nbytes": n, "run": "", "pinned_GBps": bw,
+                             "pageable_GBps": qb[n], "ratio": bw / qb[n]})
+    return pd.DataFrame(rows)
+
+
+def draw_sweeps(ax, datasets, direction: str, *, measured=()):
+    """Bandwidth vs size, pinned (solid) and pageable (dashed), for one direction.
+
+    Datasets holding both kinds are drawn in colour, one run per source (the ratio figure shows
+    every run); pinned-only datasets are drawn in grey under one legend entry (they are listed
+    in a table, and have no ratio); `measured` live Sweeps are drawn bold.
+    """
     from .plots import MEASURED, RECORDED, finish, line, size_axis
 
+    grey_labelled = False
+    colors = iter(plt_colors())
     for ds in datasets:
-        f = ds.frame
-        f = f[f["direction"].isin(directions) & f["memory"].isin(["pinned", "pageable"]) & (f["bandwidth_GBps"] > 0)]
-        groups = ["direction", "memory"] + (["run"] if "run" in f.columns else [])
-        for key, g in f.groupby(groups):
-            direction, memory = key[0], key[1]
-            run = key[2] if len(key) > 2 else ""
-            if run and run != sorted(set(f["run"]))[0]:
-                continue  # one run per source keeps the figure readable; the ratio figure shows all runs
-            name = f"{ds.meta['title']} — {direction.upper()} {memory}"
+        if ds.meta.get("bandwidth_direction") != "unidirectional":
+            continue  # aggregate / mixed figures are not one link's bandwidth
+        f = precise_rows(ds)
+        f = f[(f["direction"] == direction) & f["memory"].isin(["pinned", "pageable"])]
+        if "run" in f.columns and len(f):
+            f = f[f["run"] == sorted(set(f["run"]))[0]]
+        if len(f) == 0:
+            continue
+        if set(f["memory"]) == {"pinned"}:
+            label = None if grey_labelled else "recorded: systems with pinned numbers only (table below)"
+            grey_labelled = True
+            g = f.sort_values("nbytes")
+            ax.plot(g["nbytes"], g["bandwidth_GBps"], color="0.65", marker="o", ms=3, lw=0.8, label=label, zorder=1)
+            continue
+        color = next(colors)  # one colour per system: pinned and pageable side by side
+        for memory, g in f.groupby("memory"):
             g = g.sort_values("nbytes")
+            name = f"recorded: {ds.meta['title']} — {memory}"
             if len(g) == 1:
-                ax.plot(g["nbytes"], g["bandwidth_GBps"], marker="D" if memory == "pinned" else "x", ms=6, ls="none",
-                        label=f"recorded: {name}")
+                ax.plot(g["nbytes"], g["bandwidth_GBps"], marker="D" if memory == "pinned" else "X", ms=7, ls="none",
+                        color=color, label=name)
             else:
-                line(ax, g["nbytes"], g["bandwidth_GBps"], f"recorded: {name}", how=RECORDED,
+                line(ax, g["nbytes"], g["bandwidth_GBps"], name, how=RECORDED, color=color,
                      ls="-" if memory == "pinned" else "--")
     for s in measured:
-        line(ax, s.nbytes, s.bandwidth_GBps, f"measured here: {s.device} — {s.direction.upper()} {s.memory}", how=MEASURED,
-             ls="-" if s.memory == "pinned" else "--")
+        if s.direction == direction:
+            line(ax, s.nbytes, s.bandwidth_GBps, f"measured here: {s.device} — {s.memory}", how=MEASURED,
+                 color="black", ls="-" if s.memory == "pinned" else "--")
     ax.set_yscale("log")
     size_axis(ax)
-    finish(ax, "Host↔device copies: pinned vs pageable", "transfer size (bytes, log2)",
+    arrow = {"h2d": "host→device (H2D)", "d2h": "device→host (D2H)"}.get(direction, direction)
+    finish(ax, f"{arrow}: pinned (solid, ◆) vs pageable (dashed, ✕)", "transfer size (bytes, log2)",
            "bandwidth (GB/s, unidirectional)", source="sources in the legend")
+    legend_below(ax)
+
+
+def plt_colors() -> list[str]:
+    """The default colour cycle (grey and black are kept for pinned-only and measured-here lines)."""
+    import matplotlib.pyplot as plt
+
+    return [c for c in plt.rcParams["axes.prop_cycle"].by_key()["color"] if c not in ("#7f7f7f",)] * 3
 
 
 # --------------------------------------------------------------------------- pin cost and break-even
@@ -355,8 +427,8 @@ def break_even_table(pin_s: dict[int, float], pageable_s: dict[int, float], pinn
 
 def copy_times_from_sweep(ds, direction: str = "h2d", run: str | None = None) -> tuple[dict, dict]:
     """(pageable_s, pinned_s) by size from a recorded sweep: t = nbytes / bandwidth (the sources print GB/s)."""
-    f = ds.frame
-    f = f[(f["direction"] == direction) & (f["bandwidth_GBps"] >= RATIO_MIN_GBPS)]
+    f = precise_rows(ds)
+    f = f[f["direction"] == direction]
     if "run" in f.columns:
         run = run or sorted(set(f["run"]))[0]
         f = f[f["run"] == run]
