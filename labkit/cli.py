@@ -18,6 +18,7 @@ BENCHES = {
     "p2p": "labkit.p2p",
     "allreduce": "labkit.collectives_bench",
     "ladder": "labkit.hierarchy",
+    "soak": "labkit.soak",
 }
 
 

@@ -1,0 +1,84 @@
+"""Soak: many consecutive ring all-reduces (gloo) and launches, watching open files and processes.
+
+A leak that one run hides — a socket not closed, a rank not reaped, a thread per call — shows as
+growth over many runs. `labkit bench soak` reports the counts before and after, per run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .units import parse_size
+
+
+def open_fds() -> int:
+    """Open file descriptors of this process (Linux /proc; -1 where unavailable)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return -1
+
+
+def child_processes() -> int:
+    """Live child processes of this process."""
+    import psutil
+
+    return len(psutil.Process().children(recursive=True))
+
+
+def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
+    """Inside one launch: `runs` consecutive ring all-reduces, checked, with fd/thread counts per run."""
+    import threading
+
+    import torch
+    import torch.distributed as dist
+
+    from .ring import ring_allreduce_
+
+    count = max(1, nbytes // 4)
+    fds, threads = [], []
+    for i in range(runs):
+        x = torch.full((count,), float(rank + 1))
+        ring_allreduce_(x)
+        expected = world_size * (world_size + 1) / 2
+        if not bool((x == expected).all()):
+            raise AssertionError(f"run {i}: ring result wrong on rank {rank}")
+        fds.append(open_fds())
+        threads.append(threading.active_count())
+    dist.barrier()
+    return {"fds": fds, "threads": threads}
+
+
+def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: int = 3, timeout_s: float = 120.0) -> dict:
+    """`runs` ring runs inside one launch, then `launches` consecutive launches; counts before/after."""
+    from .launch import launch
+
+    fds0, kids0 = open_fds(), child_processes()
+    t0 = time.perf_counter()
+    per_rank = launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(runs, nbytes))
+    after_launch = []
+    for _ in range(launches):
+        launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(1, nbytes))
+        after_launch.append({"fds": open_fds(), "children": child_processes()})
+    return {
+        "runs": runs, "world_size": world_size, "nbytes": nbytes, "launches": 1 + launches,
+        "seconds": time.perf_counter() - t0,
+        "parent_fds_before": fds0, "parent_children_before": kids0,
+        "parent_after_each_launch": after_launch,
+        "rank_fds_first_last": [(r["fds"][0], r["fds"][-1]) for r in per_rank],
+        "rank_threads_first_last": [(r["threads"][0], r["threads"][-1]) for r in per_rank],
+    }
+
+
+def bench_arguments(p, name: str) -> None:
+    p.add_argument("--runs", type=int, default=50, help="ring all-reduces inside one launch")
+    p.add_argument("--launches", type=int, default=3, help="further consecutive launches")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--size", default="1MiB")
+
+
+def bench(args, name: str):
+    if args.runs < 1 or args.launches < 0:
+        raise ValueError("--runs must be >= 1 and --launches >= 0")
+    yield soak(args.runs, args.ranks, parse_size(args.size), args.launches)
