@@ -34,6 +34,9 @@ from .units import GB, format_bytes
 PLATEAU_SIZES = 3
 #: At n = 4·n½ a link delivers 4/5 of β; a plateau read below that size understates the link.
 PLATEAU_MIN_N_HALF = 4
+#: A fit whose typical point misses by more than this does not describe the curve (notebook 01 uses
+#: the same bound); n½ is still printed, with a note, since the reader may want it anyway.
+FIT_MEDIAN_RESIDUAL_WARN = 0.15
 
 
 class CompareError(ValueError):
@@ -252,9 +255,14 @@ def _sweep_summary(s: Series, column: str, sizes: list[int]) -> dict:
         from .models import fit_alpha_beta_from_bandwidth
 
         try:
-            n_half = fit_alpha_beta_from_bandwidth(sizes, bw).n_half_bytes
+            fit = fit_alpha_beta_from_bandwidth(sizes, bw)
         except ValueError as e:
             notes.append(f"no α-β fit: {e}")
+        else:
+            n_half = fit.n_half_bytes
+            miss = float(np.median(np.abs(fit.residuals)))
+            if miss > FIT_MEDIAN_RESIDUAL_WARN:
+                notes.append(f"the α-β law fits poorly (median residual {100 * miss:.0f}%): n½ is a rough guide only")
     else:
         notes.append(f"{len(sizes)} common size{'s' if len(sizes) != 1 else ''}: too few for an α-β fit "
                      f"(needs {MIN_POINTS_FOR_FIT})")
@@ -439,9 +447,9 @@ def compare(specs, kinds=None) -> Comparison:
             continue
         groups += _compare_slot(kind, slot, [x for s, ds in members for x in series_of(s, ds)], skipped)
     if not groups:
-        have = "; ".join(f"{s.label}: {', '.join(sorted({d.kind for d in s.datasets}))}" for s in sources)
-        raise CompareError("nothing to compare: no series is held by two sources with the same key columns ("
-                           + "; ".join(skipped) + f"). Kinds per source — {have}")
+        have = "".join(f"\n  - {s.label}: {', '.join(sorted({d.kind for d in s.datasets}))}" for s in sources)
+        raise CompareError("nothing to compare: no series is held by two sources with the same key columns"
+                           + "".join(f"\n  - {n}" for n in skipped) + f"\nkinds per source:{have}")
     return Comparison(tuple(sources), tuple(groups), tuple(skipped))
 
 
