@@ -154,6 +154,13 @@ class Comparison:
     def groups(self) -> int:
         return self.world_size // self.group_size
 
+    @property
+    def short_link_text(self) -> str:
+        """One line for figure titles."""
+        return {"netns": f"real — network namespaces + tc tbf, {self.rate_GBps:g} GB/s per direction per group uplink",
+                "emulated": f"emulated — token bucket, {self.rate_GBps:g} GB/s per direction per group uplink",
+                "none": "none — loopback only"}[self.slow_link]
+
     def to_frame(self):
         import pandas as pd
 
@@ -313,7 +320,7 @@ def plot_compare(cmp: Comparison, model=None):
     ax.set_xticklabels([format_bytes(n) for n in sizes])
     plots.finish(ax, f"All-reduce over {cmp.world_size} processes in {cmp.groups} groups of {cmp.group_size}",
                  "message size (bytes)", "time per all-reduce (ms)",
-                 source=f"slow link {cmp.slow_link_text[:110]}")
+                 source=f"measured here; slow link between groups: {cmp.short_link_text}")
     return fig
 
 

@@ -199,6 +199,7 @@ class Rung:
     GBps: float
     how: str  # measured / recorded / spec
     source: str
+    dataset: str | None = None  # the reference dataset it was read from
 
 
 #: A recorded H100/H200-class ladder: (level, dataset, filters, column, factor, reducer, note).
@@ -238,7 +239,7 @@ def recorded_rungs() -> tuple[list[Rung], list[str]]:
             missing.append(f"{name}: no rows match {where}")
             continue
         out.append(Rung("recorded (H100/H200 class)", level, float(v) * factor, "recorded",
-                        f"{note} — {short_source(ds.meta['source'])} [{ds.name}]"))
+                        f"{note} — {short_source(ds.meta['source'])}", ds.name))
     return out, missing
 
 
@@ -305,7 +306,8 @@ def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth lad
     plots.size_axis(ax)
     plots.finish(ax, title, "message size (bytes)", "bandwidth, one way (GB/s)",
                  source="colour = level; solid = measured here, thin = recorded; GB/s = 1e9 B/s")
-    ax.legend(fontsize=6.5, loc="upper left")
+    # many long source labels: below the axes, not over the data (notebooks save figures with a tight box)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
     return fig
 
 
@@ -319,17 +321,18 @@ def plot_rungs(table, *, title: str = "The ladder, one number per level, and the
         t = table[table["ladder"] == name]
         x = [LEVELS.index(lv) for lv in t["level"]]
         how = t["how"].iloc[0]
+        label = name if name.startswith(("measured", "recorded", "spec")) else f"{how}: {name}"
         ax.plot(x, t["GBps"], marker=markers.get(how, "o"), ls=":" if how == "spec" else "-", lw=1.5,
-                color=f"C{i}", label=f"{how if how != 'measured' else 'measured here'}: {name}")
+                color=f"C{i}", label=label)
         for xi, (_, row) in zip(x, t.iterrows()):
             if row["ratio_to_next"] is not None and row["ratio_to_next"] == row["ratio_to_next"]:
                 xn = LEVELS.index(row["next_level"])
                 ym = (row["GBps"] * row["GBps"] / row["ratio_to_next"]) ** 0.5
-                ax.annotate(f"×{row['ratio_to_next']:.3g}", ((xi + xn) / 2, ym), fontsize=7, color=f"C{i}",
-                            ha="center", va="bottom")
+                ax.annotate(f"×{row['ratio_to_next']:.3g}", ((xi + xn) / 2, ym), xytext=(4, 10 * i - 10),
+                            textcoords="offset points", fontsize=7, color=f"C{i}", ha="left", va="center")
     ax.set_yscale("log")
     ax.set_xticks(range(len(LEVELS)))
     ax.set_xticklabels([LEVEL_NAMES[lv].replace(" (", "\n(").replace(": ", ":\n") for lv in LEVELS], fontsize=7)
     plots.finish(ax, title, "level, fastest to slowest (ordered categories)", "one-way data rate (GB/s)",
-                 source="ratio = this level ÷ the next one down; spec figures converted to one direction")
+                 source="ratio = this level ÷ the next one down its own ladder; spec figures converted to one direction")
     return fig
