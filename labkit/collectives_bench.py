@@ -85,9 +85,12 @@ def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAUL
                     time.sleep(straggler[1])
                 t0 = time.perf_counter()
                 if fail_rank == rank and rep == 0:  # die in the middle of the first timed collective
-                    if impl == "ring":
-                        ring_allreduce_(x, fail_after_step=1)
-                    raise InjectedFailure(f"injected failure on rank {rank} inside {impl} all-reduce (--fail-rank)")
+                    try:
+                        if impl == "ring":
+                            ring_allreduce_(x, fail_after_step=1)
+                        raise InjectedFailure(f"before the {impl} all-reduce's first message")
+                    except InjectedFailure as e:
+                        raise InjectedFailure(f"rank {rank} (--fail-rank): {e}") from None
                 sent[impl] = IMPLEMENTATIONS[impl](x)
                 sync()
                 times[impl].append(time.perf_counter() - t0)
@@ -112,6 +115,11 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
     unknown = [i for i in impls if i not in IMPLEMENTATIONS]
     if unknown:
         raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(IMPLEMENTATIONS)}")
+    itemsize = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[dtype]
+    for nbytes in sizes:
+        if nbytes % itemsize:
+            raise ValueError(f"size {format_bytes(nbytes)} is not a whole number of {dtype} elements "
+                             f"({itemsize} B each)")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for r in [fail_rank] + ([straggler[0]] if straggler else []):

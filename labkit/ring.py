@@ -5,14 +5,16 @@ Each function sums a 1-D contiguous tensor across the ranks of `group` *in place
 the cost models. They run inside a process group — start them with labkit.launch.launch (gloo
 on CPU, NCCL on GPUs).
 
-The ring is written for speed as well as clarity: chunks are views into the caller's tensor (no
-copies), one scratch buffer is allocated per call and reused by every step, each step posts its
-isend and irecv together and waits on the pair, and the received chunk is added in place.
+Two rings: `ring_allreduce_simple_`, the textbook one (read it first), and `ring_allreduce_`, the
+same schedule pipelined in segments. Both are written for speed as well as clarity: chunks are
+views into the caller's tensor (no copies), scratch space is allocated once and reused by every
+call, sends and receives are posted together and waited on as a pair, and received data is added
+in place.
 """
 
 from __future__ import annotations
 
-from .collectives import AG, RS, chunk_bounds, ring_chunks, ring_steps
+from .collectives import RS, chunk_bounds, ring_chunks, ring_steps
 
 
 #: Scratch buffers kept between calls, one per (device, dtype), grown on demand: allocating tens of
@@ -48,6 +50,32 @@ def _group_info(group):
     return rank, n, (lambda r: dist.get_global_rank(group, r))
 
 
+def _exchange(send_t, dst: int, recv_t, src: int, group=None) -> None:
+    """Send `send_t` to dst while receiving `recv_t` from src; return when both are done.
+
+    Posted as one batch (dist.batch_isend_irecv): gloo runs the two concurrently either way, but NCCL
+    runs point-to-point calls one after another on a stream, so a ring of ranks that each "send,
+    then receive" would wait for each other forever — grouped, NCCL starts them together. Empty
+    tensors (fewer elements than ranks) are skipped by both ends.
+    """
+    import torch.distributed as dist
+
+    ops = []
+    if send_t.numel():
+        ops.append(dist.P2POp(dist.isend, send_t, dst, group))
+    if recv_t.numel():
+        ops.append(dist.P2POp(dist.irecv, recv_t, src, group))
+    if ops:
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+
+
+def _is_nccl(group) -> bool:
+    import torch.distributed as dist
+
+    return dist.get_backend(group) == "nccl"
+
+
 def _check_tensor(x):
     if x.dim() != 1 or not x.is_contiguous():
         raise ValueError(f"hand-written all-reduce needs a 1-D contiguous tensor, got shape {tuple(x.shape)} "
@@ -63,9 +91,6 @@ def ring_allreduce_simple_(x, group=None, *, fail_after_step: int | None = None)
     (`ring_allreduce_` pipelines the two). `fail_after_step=k` raises InjectedFailure after k steps
     (to show what a rank dying mid-collective does to the others).
     """
-    import torch
-    import torch.distributed as dist
-
     _check_tensor(x)
     rank, n, glob = _group_info(group)
     if n == 1:
@@ -81,13 +106,7 @@ def ring_allreduce_simple_(x, group=None, *, fail_after_step: int | None = None)
         out = chunks[send_c]
         # reduce-scatter receives into scratch and adds; all-gather receives straight into place.
         into = scratch[: chunks[recv_c].numel()] if phase == RS else chunks[recv_c]
-        reqs = []
-        if out.numel():  # empty chunks (fewer elements than ranks) are skipped by both ends
-            reqs.append(dist.isend(out, right, group=group))
-        if into.numel():
-            reqs.append(dist.irecv(into, left, group=group))
-        for req in reqs:
-            req.wait()
+        _exchange(out, right, into, left, group)  # send to the right while receiving from the left
         if phase == RS and into.numel():
             chunks[recv_c].add_(into)
         sent += out.numel() * x.element_size()
@@ -110,14 +129,18 @@ def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, fail_a
     reduce-scatter), so "forward as soon as it arrives" needs no other bookkeeping. Receives for
     step k+1 are posted while step k is processed, into the other half of a two-bank scratch buffer.
     Same additions in the same order as `ring_allreduce_simple_`, hence the same bits.
+
+    On NCCL this runs the simple ring: NCCL serialises separate point-to-point calls on a stream
+    (so a free-running pipeline would deadlock) and already pipelines inside every transfer.
     """
-    import torch
     import torch.distributed as dist
 
     _check_tensor(x)
     rank, n, glob = _group_info(group)
     if n == 1:
         return 0
+    if _is_nccl(group):
+        return ring_allreduce_simple_(x, group, fail_after_step=fail_after_step)
     if segment_bytes < x.element_size():
         raise ValueError(f"segment_bytes must hold at least one element ({x.element_size()} B), got {segment_bytes}")
     right, left = glob((rank + 1) % n), glob((rank - 1) % n)
@@ -182,7 +205,6 @@ def naive_allreduce_(x, group=None, root: int = 0) -> int:
 
     The root receives (N−1)·S and sends (N−1)·S, one message after another: 2(N−1)·S/β.
     """
-    import torch
     import torch.distributed as dist
 
     _check_tensor(x)
@@ -212,7 +234,6 @@ def tree_allreduce_(x, group=None) -> int:
     rank − 2^d, which adds it. The broadcast replays the rounds backwards. Latency grows as log N,
     but each round moves the whole buffer (S), unpipelined.
     """
-    import torch
     import torch.distributed as dist
 
     _check_tensor(x)
@@ -246,7 +267,6 @@ def recursive_doubling_allreduce_(x, group=None) -> int:
     For N not a power of two, the ranks beyond the largest power of two p first hand their data to
     rank − p and get the result back at the end (two extra messages on those pairs).
     """
-    import torch
     import torch.distributed as dist
 
     _check_tensor(x)
@@ -266,9 +286,7 @@ def recursive_doubling_allreduce_(x, group=None) -> int:
     d = 1
     while d < p:
         peer = glob(rank ^ d)
-        reqs = [dist.isend(x, peer, group=group), dist.irecv(scratch, peer, group=group)]
-        for req in reqs:
-            req.wait()
+        _exchange(x, peer, scratch, peer, group)
         sent += nbytes
         x.add_(scratch)  # a + b == b + a exactly in IEEE arithmetic, so both partners stay bit-identical
         d *= 2
@@ -321,13 +339,14 @@ def test_input(rank: int, count: int, kind: str, seed: int = 0, dtype: str = "fl
 
 
 def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dtype: str = "float32",
-                         device: str = "cpu", simulate: bool = True) -> dict:
+                         device: str = "cpu", simulate: bool = True, options: dict | None = None) -> dict:
     """Run `impl` and dist.all_reduce on the same inputs in this group; report how they compare.
 
     - integer-valued inputs: the results must be bit-identical, and equal to the exact sum;
     - random floats: |impl − library| ≤ collectives.summation_tolerance (summation order differs);
     - ring only (and `simulate`): the result must equal labkit.ring_sim's prediction bit for bit,
       since both add in the same order (each rank regenerates every rank's input to simulate).
+    `options` are passed to the implementation (e.g. {"segment_bytes": 64} for the ring).
     Every member of `group` must call this with the same arguments.
     """
     import numpy as np
@@ -336,10 +355,11 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
 
     from .collectives import ring_bytes_sent, summation_tolerance
 
-    fn = IMPLEMENTATIONS[impl]
+    impl_fn, options = IMPLEMENTATIONS[impl], dict(options or {})
+    fn = lambda t, g: impl_fn(t, g, **options)  # noqa: E731
     rank, n, glob = _group_info(group)
     itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
-    out = {"impl": impl, "world_size": n, "count": count, "dtype": dtype, "nbytes": count * itemsize}
+    out = {"impl": impl, "options": options, "world_size": n, "count": count, "dtype": dtype, "nbytes": count * itemsize}
     # 1. integer-valued: bit-identical, and exact
     x = test_input(glob(rank), count, "integer", seed, dtype).to(device)
     ref = x.clone()
@@ -362,7 +382,7 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
     out["random_within_tolerance"] = bool((diff <= tol).all())
     out["random_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
     # 3. the ring against its simulation
-    if impl == "ring" and simulate:
+    if impl in ("ring", "ring_simple") and simulate:
         from .ring_sim import simulate_ring_allreduce
 
         inputs = [test_input(glob(r), count, "random", seed, dtype).numpy() for r in range(n)]
@@ -374,7 +394,8 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
 def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0) -> list[dict]:
     """Launch target: compare every impl with the library for each count, on groups of the first k ranks.
 
-    group_sizes=None checks the whole world only. Returns this rank's reports (with the group size).
+    `impls` holds names or (name, options) pairs. group_sizes=None checks the whole world only.
+    Returns this rank's reports (with the group size).
     """
     import torch.distributed as dist
 
@@ -388,7 +409,9 @@ def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, se
         group = None if k == world_size else dist.new_group(list(range(k)))  # every rank must call new_group
         if rank >= k:
             continue
-        for impl in impls:
+        for spec in impls:
+            impl, options = (spec, None) if isinstance(spec, str) else spec
             for count in counts:
-                reports.append({"group_size": k, **compare_with_library(impl, count, group, seed=seed, device=device)})
+                reports.append({"group_size": k, **compare_with_library(impl, count, group, seed=seed, device=device,
+                                                                        options=options)})
     return reports

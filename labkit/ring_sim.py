@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .collectives import AG, RS, chunk_bounds, ring_chunks, ring_steps
+from .collectives import RS, chunk_bounds, ring_chunks, ring_steps
 
 
 @dataclasses.dataclass(frozen=True)
