@@ -47,13 +47,13 @@ DEFAULT_RATIOS = (0.25, 0.5, 1.0, 2.0, 4.0)
 QUICK_RATIOS = (0.25, 1.0, 4.0)
 #: Host experiment: 64 MiB per batch (source + destination = 128 MiB, far above a typical 32 MiB L3,
 #: so the copy runs at DRAM speed and lasts a few ms — long against the ~50 µs thread hand-off);
-#: quick mode uses 16 MiB.
-HOST_BATCH_BYTES, HOST_QUICK_BATCH_BYTES = 64 * MiB, 16 * MiB
+#: quick mode uses 32 MiB.
+HOST_BATCH_BYTES, HOST_QUICK_BATCH_BYTES = 64 * MiB, 32 * MiB
 #: Repeats per (ratio, scenario); scenarios are interleaved so slow drift hits all three alike.
 DEFAULT_REPEATS, QUICK_REPEATS = 7, 3
-#: Side of the square float32 matrix of one compute unit on the host (~1-3 ms single-threaded:
-#: long enough that Python's per-call overhead is noise, short enough to tune compute time finely).
-HOST_MATRIX = 256
+#: Side of the square float32 matrix of one compute unit on the host (~20-100 µs single-threaded:
+#: long against Python's ~µs per call, short enough to set the compute time to within a few %).
+HOST_MATRIX = 128
 #: GPU experiment: 64 MiB per batch (≈1-5 ms over PCIe Gen3-Gen5: far above the ~10 µs launch
 #: and event overheads); compute unit = one 2048² float32 matmul.
 GPU_BATCH_BYTES, GPU_QUICK_BATCH_BYTES, GPU_MATRIX = 64 * MiB, 16 * MiB, 2048
@@ -247,9 +247,11 @@ def efficiency_table(frame):
     """Overlap efficiency per (memory, compute_to_copy) from `overlap_run` rows.
 
     Needs the columns `compute_to_copy` and `repeat` beside the schema's; uses the scenarios
-    copy_alone / compute_alone / both. Times are per repeat: T = last end − first start of the
-    scenario's spans. The efficiency is computed from the median times; its spread (q1, q3) from
-    the per-repeat efficiencies.
+    copy_alone / compute_alone / both. Times are seconds from the scenario's origin — the moment
+    its work was submitted (t = 0, as `Tracer` records them) — to its last end, so a hand-off
+    delay (a thread waking up, a launch) counts in every scenario alike. Each repeat gives one
+    efficiency (its three scenarios ran back to back, so slow drift cancels); the table reports
+    their median and quartiles, and the median times.
     """
     import pandas as pd
 
@@ -258,8 +260,7 @@ def efficiency_table(frame):
         raise ValueError("no copy_alone / compute_alone / both rows: not an efficiency measurement")
     if "memory" not in f.columns:
         f["memory"] = "pinned"
-    spans = f.groupby(["memory", "compute_to_copy", "repeat", "scenario"]).agg(start=("start_s", "min"), end=("end_s", "max"))
-    t = (spans["end"] - spans["start"]).unstack("scenario")
+    t = f.groupby(["memory", "compute_to_copy", "repeat", "scenario"])["end_s"].max().unstack("scenario")
     missing = [s for s in EFFICIENCY_SCENARIOS if s not in t.columns]
     if missing:
         raise ValueError(f"efficiency needs the scenarios {EFFICIENCY_SCENARIOS}; missing {missing}")
@@ -269,21 +270,24 @@ def efficiency_table(frame):
     for (memory, ratio), g in t.groupby(level=["memory", "compute_to_copy"]):
         tc, tk, tb = g[COPY_ALONE].median(), g[COMPUTE_ALONE].median(), g[BOTH].median()
         rows.append({"memory": memory, "compute_to_copy": ratio, "t_copy_s": tc, "t_compute_s": tk, "t_both_s": tb,
-                     "measured_ratio": tk / tc, "efficiency": overlap_efficiency(tc, tk, tb),
+                     "measured_ratio": tk / tc, "efficiency": float(g["eff"].median()),
                      "efficiency_q1": float(g["eff"].quantile(0.25)), "efficiency_q3": float(g["eff"].quantile(0.75)),
                      "serial_s": tc + tk, "ideal_s": max(tc, tk), "repeats": len(g)})
     return pd.DataFrame(rows)
 
 
 def duplex_table(frame):
-    """Full duplex from `overlap_run` rows: each direction alone vs both at once (GPU runs only)."""
+    """Full duplex from `overlap_run` rows: each direction alone vs both at once (GPU runs only).
+
+    Times as in `efficiency_table`: from the scenario's origin to its last end; medians over repeats.
+    """
     import pandas as pd
 
     f = frame[frame["scenario"].isin((H2D_ALONE, D2H_ALONE, DUPLEX))]
     if len(f) == 0:
         return pd.DataFrame()
-    g = f.groupby(["repeat", "scenario"]).agg(start=("start_s", "min"), end=("end_s", "max"), nbytes=("nbytes", "first"))
-    t = (g["end"] - g["start"]).unstack("scenario").median()
+    g = f.groupby(["repeat", "scenario"]).agg(end=("end_s", "max"), nbytes=("nbytes", "first"))
+    t = g["end"].unstack("scenario").median()
     n = float(g["nbytes"].iloc[0])
     return pd.DataFrame([{"nbytes": n, "t_h2d_s": t[H2D_ALONE], "t_d2h_s": t[D2H_ALONE], "t_both_s": t[DUPLEX],
                           "h2d_alone_GBps": n / t[H2D_ALONE] / 1e9, "d2h_alone_GBps": n / t[D2H_ALONE] / 1e9,
@@ -977,9 +981,8 @@ def draw_efficiency(ax, table, label: str, how: str = "measured", **kw):
 
     t = table.sort_values("measured_ratio")
     h = line(ax, t["measured_ratio"], t["efficiency"], label, how=how, **kw)
-    ax.errorbar(t["measured_ratio"], t["efficiency"],
-                yerr=[t["efficiency"] - t["efficiency_q1"], t["efficiency_q3"] - t["efficiency"]],
-                fmt="none", ecolor=h.get_color(), alpha=0.6, capsize=2)
+    # the spread of the per-repeat efficiencies (q1..q3); the point, from median times, may lie outside it
+    ax.vlines(t["measured_ratio"], t["efficiency_q1"], t["efficiency_q3"], color=h.get_color(), alpha=0.5, lw=3)
     return h
 
 

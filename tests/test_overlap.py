@@ -149,16 +149,27 @@ def _eff_frame(rows):
         for scenario, spans in ((ov.COPY_ALONE, [("copy", 0, tc)]), (ov.COMPUTE_ALONE, [("compute", 0, tk)]),
                                 (ov.BOTH, [("copy", 0, tc), ("compute", 0, tb)])):
             for stream, a, b in spans:
-                out.append({"scenario": scenario, "event": stream, "stream": stream, "start_s": 10.0 + a,
-                            "end_s": 10.0 + b, "compute_to_copy": ratio, "repeat": rep, "nbytes": 1, "memory": "host"})
+                out.append({"scenario": scenario, "event": stream, "stream": stream, "start_s": a,
+                            "end_s": b, "compute_to_copy": ratio, "repeat": rep, "nbytes": 1, "memory": "host"})
     return pd.DataFrame(out)
+
+
+def test_efficiency_counts_from_the_submission_origin():
+    """A job that starts late (a thread waking up) costs its delay: times run from t = 0 (submission)."""
+    f = _eff_frame([(1.0, 0, 2.0, 2.0, 3.0)])
+    f.loc[(f.scenario == ov.COPY_ALONE), "start_s"] = 1.0  # the copy started 1 s after submission...
+    f.loc[(f.scenario == ov.COPY_ALONE), "end_s"] = 3.0  # ...and took 2 s: T_copy = 3 s
+    t = ov.efficiency_table(f)
+    assert t["t_copy_s"].iloc[0] == pytest.approx(3.0)
+    assert t["efficiency"].iloc[0] == pytest.approx((3 + 2 - 3) / 2)
 
 
 def test_efficiency_table_from_spans():
     f = _eff_frame([(1.0, 0, 2.0, 2.0, 3.0), (1.0, 1, 2.0, 2.0, 3.0), (1.0, 2, 2.0, 2.0, 4.0),
                     (4.0, 0, 1.0, 4.0, 4.0)])
     t = ov.efficiency_table(f).set_index("compute_to_copy")
-    assert t.loc[1.0, "efficiency"] == pytest.approx(0.5)  # from the median times 2, 2, 3
+    assert t.loc[1.0, "efficiency"] == pytest.approx(0.5)  # median of the per-repeat 0.5, 0.5, 0.0
+    assert t.loc[1.0, "t_both_s"] == pytest.approx(3.0)
     assert t.loc[1.0, "repeats"] == 3
     assert t.loc[1.0, "efficiency_q1"] <= t.loc[1.0, "efficiency"] <= t.loc[1.0, "efficiency_q3"]
     assert t.loc[4.0, "efficiency"] == pytest.approx(1.0)

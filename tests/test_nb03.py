@@ -1,0 +1,41 @@
+"""Notebook 03 (overlap) executed by papermill in reference mode, asserting on its results JSON."""
+
+import math
+
+import pytest
+
+
+@pytest.mark.notebook
+def test_nb03_reference_mode(run_nb):
+    r = run_nb("03_overlap")
+    assert r["mode"] == "reference"
+    ex = r["experiments"]
+    # the GPU experiment replays; with no recorded GPU overlap run, the GPU timelines are a labelled model
+    assert ex["overlap"]["mode"] == "reference"
+    assert ex["overlap"]["shown_as"] in ("recorded", "model")
+    if ex["overlap"]["shown_as"] == "model":
+        assert ex["overlap"]["source"].startswith("model: α-β fit to recorded:")
+    assert ex["overlap_model"]["source"].startswith("model:")
+    assert ex["overlap_model"]["beta_GBps"] > 0 and ex["overlap_model"]["alpha_us"] >= 0
+    # the host-thread experiment is real, runs in every mode, and says so
+    assert ex["host_overlap"]["mode"] == "live"
+    assert ex["host_overlap"]["source"].startswith("measured here: host threads")
+    assert math.isfinite(r["numbers"]["host_efficiency_at_ratio_1"])
+    assert r["numbers"]["host_loader_speedup"] > 0
+    # the model: overlapped is faster, and its step is the slowest stage
+    assert r["numbers"]["model_step_overlapped_s"] < r["numbers"]["model_step_serial_s"]
+    m = ex["overlap_model"]
+    assert r["numbers"]["model_step_overlapped_s"] == pytest.approx(max(m["t_copy_s"], m["t_compute_s"]))
+    # recorded full duplex: nvbandwidth bidirectional runs, none a perfect duplex
+    assert len(ex["full_duplex"]["recorded"]) >= 2
+    assert 0 < r["numbers"]["duplex_retained_min"] <= r["numbers"]["duplex_retained_max"] < 1
+    # the double-buffered loader: every batch once, in order, buffers intact
+    assert ex["loader_self_test"]["seen"] == list(range(12))
+    assert r["checks"]["loader_every_batch_once_in_order"] and r["checks"]["loader_buffers_intact"]
+    assert r["checks"]["figures_labelled"]
+    assert r["all_checks_passed"], r["checks"]
+    # the widget rendered its static default (headless) and returned the model's numbers
+    assert ex["widget"]["overlapped_step_s"] <= ex["widget"]["serial_step_s"]
+    assert set(ex["exercises"].values()) == {"not attempted"}
+    assert any("copy_sweep" not in d and "nvbandwidth" in d for d in r["datasets"])
+    assert r["_seconds"] < 60
