@@ -13,6 +13,8 @@ A flat ring (`ring_all_reduce` over all N ranks) is the baseline. Every send goe
 `Link`, which counts the bytes sent inside a group and across groups, and — when given a
 `SharedUplink` — holds each cross-group send until an emulated uplink of the chosen rate has
 carried it (a token bucket shared by all ranks of the group; labelled "emulated" everywhere).
+That hook is why the ring steps are written again here rather than taken from `labkit.ring`
+(notebook 5's ring, which counts bytes per rank but cannot tell a fast link from a slow one).
 """
 
 from __future__ import annotations

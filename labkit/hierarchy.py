@@ -86,8 +86,9 @@ def record(folder, quick: bool, env: dict) -> list[str]:
                               "bandwidth_GBps": list(s.bandwidth_GBps),
                               "time_s": [n / (bw * 1e9) for n, bw in zip(s.nbytes, s.bandwidth_GBps)]})
         name = f"ladder_{s.level}"
+        title = {"host_memory": "ladder: host memory copy (caches, then DRAM)"}.get(s.level, f"ladder: {ladder.LEVEL_NAMES[s.level]}")
         write_dataset(folder, name, frame, measured_meta(
-            env, kind="copy_sweep", title=f"ladder: {ladder.LEVEL_NAMES[s.level]}", method=s.method,
+            env, kind="copy_sweep", title=title, method=s.method,
             bandwidth_direction="unidirectional", caveats="one-way copy rate, bytes counted once"))
         names.append(name)
     proc = ladder.measure_processes(sizes)

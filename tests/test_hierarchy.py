@@ -152,7 +152,7 @@ def test_hierarchical_equals_all_reduce_on_awkward_layouts():
     from labkit.launch import launch
 
     # 6 ranks: 3 groups of 2, 2 groups of 3, and the degenerate 6×1 and 1×6; sizes that do not divide
-    numels = [1, 5, 7, 1001, 6 * 6 * 64]
+    numels = [1, 7, 1001, 6 * 6 * 64]
     res = launch(check_layouts, 6, "gloo", timeout_s=120, args=((2, 3, 1, 6), numels))
     rows = [r for per_rank in res for r in per_rank]
     bad = [r for r in rows if not r["ok"]]
