@@ -449,25 +449,25 @@ def recorded_pin_cost(datasets):
 
 
 # --------------------------------------------------------------------------- DataLoader
-def _synthetic_images(samples: int, shape=SAMPLE_SHAPE):
-    import torch
-    from torch.utils.data import Dataset
+class SyntheticImages:
+    """`samples` random uint8 images held in RAM; `length` indices wrap around (no disk, no decoding).
 
-    class SyntheticImages(Dataset):
-        """`samples` random uint8 images held in RAM; indices wrap around (no disk, no decoding)."""
+    A map-style dataset (`__len__` + `__getitem__`) defined at module level, so DataLoader workers
+    started with spawn or forkserver can unpickle it too.
+    """
 
-        def __init__(self, length):
-            g = torch.Generator().manual_seed(0)
-            self.data = torch.randint(0, 256, (samples, *shape), dtype=torch.uint8, generator=g)
-            self.length = length
+    def __init__(self, length: int, samples: int = DATASET_SAMPLES, shape=SAMPLE_SHAPE):
+        import torch
 
-        def __len__(self):
-            return self.length
+        g = torch.Generator().manual_seed(0)
+        self.data = torch.randint(0, 256, (samples, *shape), dtype=torch.uint8, generator=g)
+        self.length = int(length)
 
-        def __getitem__(self, i):
-            return self.data[i % samples]
+    def __len__(self) -> int:
+        return self.length
 
-    return SyntheticImages
+    def __getitem__(self, i):
+        return self.data[i % len(self.data)]
 
 
 def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch_size: int = BATCH_SIZE,
@@ -482,7 +482,7 @@ def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch
 
     _need_cuda("measure_dataloader")
     dev = torch.device("cuda", device)
-    ds = _synthetic_images(DATASET_SAMPLES)(batches * batch_size)
+    ds = SyntheticImages(batches * batch_size)
     loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, pin_memory=pin_memory,
                         persistent_workers=workers > 0)
     try:
@@ -530,9 +530,9 @@ def nonblocking_pitfall_gpu(nbytes: int = PITFALL_BYTES, *, device: int = 0,
     torch.cuda.synchronize(dev)
     torch.cuda._sleep(int(sleep_cycles))  # the GPU is still busy with earlier work
     dst.copy_(src, non_blocking=True)  # returns at once: only enqueued
-    before = float((dst != 7).float().mean())  # read before synchronising: WRONG
+    before = torch.count_nonzero(dst != 7).item() / dst.numel()  # read before synchronising: WRONG
     torch.cuda.current_stream(dev).synchronize()
-    after = float((dst != 7).float().mean())  # read after synchronising: right
+    after = torch.count_nonzero(dst != 7).item() / dst.numel()  # read after synchronising: right
     return PitfallResult(before, after, int(nbytes), f"measured here: {torch.cuda.get_device_name(dev)}")
 
 
@@ -587,7 +587,11 @@ def bench(args, name: str):
 
         for direction in ("h2d", "d2h"):
             sw = {m: gpu_copy_sweep(sizes, direction, m, repeats=args.repeats, device=args.device) for m in ("pinned", "pageable")}
-            for p, q in zip(sw["pinned"].measurements, sw["pageable"].measurements):
+            pageable = {q.nbytes: q for q in sw["pageable"].measurements}  # a size skipped (out of memory) in one
+            for p in sw["pinned"].measurements:  # kind has no ratio
+                q = pageable.get(p.nbytes)
+                if q is None:
+                    continue
                 yield {**base, "test": "sweep", "direction": direction, "device": sw["pinned"].device, "nbytes": p.nbytes,
                        "size": format_bytes(p.nbytes), "pinned_GBps": p.bandwidth_GBps, "pageable_GBps": q.bandwidth_GBps,
                        "ratio": p.bandwidth_GBps / q.bandwidth_GBps, "bandwidth_direction": "unidirectional"}

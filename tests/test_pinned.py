@@ -193,3 +193,13 @@ def test_gpu_bench_pinned_json(capsys):
     assert main(["bench", "pinned", "--json", "--sizes", "1MiB", "--repeats", "3", "--what", "sweep,pitfall"]) == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert {r["test"] for r in recs} == {"sweep", "nonblocking_pitfall"}
+
+
+def test_synthetic_images_dataset_is_picklable_for_spawned_workers():
+    import pickle
+
+    ds = pinned.SyntheticImages(10, samples=4)
+    assert len(ds) == 10 and tuple(ds[7].shape) == pinned.SAMPLE_SHAPE
+    assert (ds[7] == ds[3]).all()  # indices wrap around the samples held in RAM
+    back = pickle.loads(pickle.dumps(ds))
+    assert len(back) == 10 and (back[1] == ds[1]).all()
