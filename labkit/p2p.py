@@ -89,6 +89,8 @@ OUTLIER_FRACTION = 0.75
 SLOW_GPU_FRACTION = 0.90
 #: 'P2P on' within 25% of 'staged through host' means peer access is not really in effect.
 SAME_PATH_RATIO = 1.25
+#: Heatmap colours span at least max/2 .. max (bandwidth) or min .. 2·min (latency).
+COLOUR_SPAN = 2.0
 #: Both directions at once below 90% of one direction alone is contention, not noise.
 BIDIR_FLOOR_FRACTION = 0.90
 #: NVLink 1 (P100) carries 20 GB/s per link per direction, the slowest generation (P100
@@ -368,8 +370,12 @@ def heatmap(ax, m, *, kind: str, title: str, source: str, topology=None, value_f
     finite = off[np.isfinite(off)]
     cmap = plt.get_cmap("viridis" if is_bandwidth(kind) else "magma_r").with_extremes(bad="0.85")
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    if vmax <= vmin:
-        vmin, vmax = vmin * 0.95, vmax * 1.05 + 1e-9
+    # The colour scale spans at least a factor of 2 (COLOUR_SPAN), so a 1% spread does not look like
+    # a 2× one: only differences worth a finding stand out.
+    if is_bandwidth(kind):
+        vmin = min(vmin, vmax / COLOUR_SPAN)
+    else:
+        vmax = max(vmax, vmin * COLOUR_SPAN)
     img = ax.imshow(np.ma.masked_invalid(off), cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal")
     numa = numa_of(topology)
     ticks = [f"GPU{g}" + (f"\nNUMA {numa[g]}" if g in numa else "") for g in gpus]
@@ -442,34 +448,149 @@ def plot_access(access, label: str):
     return fig
 
 
-def plot_overview(sources: Sequence, *, title: str = "GPU pairs, median over pairs"):
+def plot_overview(sources: Sequence):
     """Two panels across systems: unidirectional bandwidth and latency, P2P on vs staged through host."""
     import numpy as np
 
     from . import plots
 
     rows = [summary_row(s) for s in sources]
-    labels = [_short_system(as_source(s)) for s in sources]
-    fig, axes = plots.figure(1, 2, width=6.2, height=0.45 * len(rows) + 2.2)
+    labels = [short_name(s) for s in sources]
+    measured = any(as_source(s).label.startswith("measured") for s in sources)
+    how = "measured here and recorded" if measured else "recorded"
+    fig, axes = plots.figure(1, 2, width=7.0, height=0.42 * len(rows) + 2.0)
     y = np.arange(len(rows))
-    for ax, kind, xlabel in ((axes[0], "bandwidth_uni", "GB/s (unidirectional, median over GPU pairs)"),
-                             (axes[1], "latency_gpu", "µs per small copy (median over GPU pairs)")):
+    for ax, kind, xlabel in ((axes[0], "bandwidth_uni", "GB/s (unidirectional; median over GPU pairs; log scale)"),
+                             (axes[1], "latency_gpu", "µs per small copy (median over GPU pairs; log scale)")):
         for k, (p2p, colour) in enumerate((("enabled", "tab:green"), ("disabled", "tab:red"))):
             vals = [r.get(f"{kind}_{p2p}", np.nan) for r in rows]
-            ax.barh(y + (k - 0.5) * 0.38, vals, height=0.36, color=colour, label=f"recorded: {P2P_TEXT[p2p]}")
+            ax.barh(y + (k - 0.5) * 0.38, vals, height=0.36, color=colour, label=P2P_TEXT[p2p])
         ax.set_xscale("log")
-        ax.set_yticks(y, labels if ax is axes[0] else [""] * len(rows), fontsize=7)
+        ax.set_yticks(y, labels, fontsize=7)
         ax.invert_yaxis()
-        plots.finish(ax, f"{KIND_TEXT[kind]} — {title}", xlabel, "system (dataset)",
-                     source="recorded: sources in the table below; a missing bar = not published")
+        plots.finish(ax, KIND_TEXT[kind].split(" (")[0] if kind.startswith("bandwidth") else "latency (GPU-timed)",
+                     xlabel, "system (dataset)", source=f"{how}: sources in the table above")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2)
     fig.tight_layout()
     return fig
 
 
-def _short_system(src: MatrixSource) -> str:
+def short_name(data) -> str:
+    """The system part of a source's label, short enough for a dropdown or a bar label."""
+    src = as_source(data)
     s = src.label.split(": ", 1)[-1].split(" — ")[0]
     s = re.sub(r",? ?p2pBandwidthLatencyTest.*$", "", s)
-    return s if len(s) <= 48 else s[:45] + "..."
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def systems_table(sources: Sequence):
+    """One row per system: what it is, which matrices it has, and where the numbers come from."""
+    import pandas as pd
+
+    rows = []
+    for d in sources:
+        src = as_source(d)
+        meta = getattr(d, "meta", {}) or {}
+        rows.append({"dataset": src.name, "system": short_name(src), "GPUs": meta.get("gpu_count"),
+                     "interconnect": meta.get("interconnect", ""), "topology": "yes" if src.topology_text else "no",
+                     "matrices": len(metrics(src.frame)), "quality": meta.get("quality", ""),
+                     "source": src.label.split(" — ", 1)[-1]})
+    return pd.DataFrame(rows)
+
+
+def ratio_table(sources: Sequence):
+    """Per system: bidirectional ÷ unidirectional and staged ÷ P2P latency, medians over GPU pairs.
+
+    A full-duplex link (NVLink, PCIe peer-to-peer) gives bi/uni ≈ 2; a copy staged through host
+    memory shares the host's links and memory in both directions, so it gets far less.
+    """
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for d in sources:
+        r = summary_row(d)
+        row = {"system": short_name(d)}
+        for state in P2P_STATES:
+            uni, bi = r.get(f"bandwidth_uni_{state}"), r.get(f"bandwidth_bi_{state}")
+            row[f"bi ÷ uni, {P2P_TEXT[state].split(' (')[0]}"] = bi / uni if uni and bi else np.nan
+        on, off = r.get("latency_gpu_enabled"), r.get("latency_gpu_disabled")
+        row["latency P2P on (µs)"] = on if on else np.nan
+        row["latency staged (µs)"] = off if off else np.nan
+        row["staged ÷ P2P latency"] = off / on if on and off else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def staged_bandwidth_model(h2d_GBps: float, d2h_GBps: float) -> dict:
+    """Model (not a measurement) of a copy staged through host memory, from one-way PCIe rates.
+
+    pipelined: chunks leave the source while earlier ones land, so the slower leg sets the pace →
+    min(H2D, D2H). serial: each byte crosses one leg, then the other → 1 / (1/H2D + 1/D2H).
+    """
+    if h2d_GBps <= 0 or d2h_GBps <= 0:
+        raise ValueError("both one-way bandwidths must be positive (GB/s)")
+    return {"pipelined_GBps": min(h2d_GBps, d2h_GBps), "serial_GBps": 1.0 / (1.0 / h2d_GBps + 1.0 / d2h_GBps)}
+
+
+def plot_matrices(data, which: Sequence[tuple[str, str]], ncols: int | None = None):
+    """Several matrices of one system in a grid (e.g. P2P on vs off), each annotated with the topology."""
+    from . import plots
+
+    src = as_source(data)
+    n = len(matrix(src.frame, *which[0]))
+    ncols = ncols or len(which)
+    nrows = -(-len(which) // ncols)
+    size = 3.2 + 0.55 * n
+    fig, axes = plots.figure(nrows, ncols, width=size + 1.2, height=size)
+    axes = [axes] if len(which) == 1 and nrows * ncols == 1 else list(axes)
+    topo = src.topology if src.topology_text else None
+    for ax, (kind, state) in zip(axes, which):
+        heatmap(ax, matrix(src.frame, kind, state), kind=kind, title=metric_label(kind, state), source=src.label,
+                topology=topo)
+    for ax in axes[len(which):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_local_vs_recorded(sources: Sequence, run: "P2PRun | None" = None):
+    """What one GPU can show: the copy inside a GPU (the diagonal) and a copy staged through host memory,
+    this machine's (if `run`) next to every recorded system's median."""
+    import numpy as np
+
+    from . import plots
+
+    rows = []
+    if run is not None:
+        f = run.to_frame()
+        uni = f[f["matrix"] == "bandwidth_uni"]
+        diag = uni[uni["mode"] == "local"]["bandwidth_GBps"]
+        staged = uni[uni["mode"].isin(["host_staged", "host_staged_loopback"])]["bandwidth_GBps"]
+        rows.append((run.label, float(np.median(diag)) if len(diag) else np.nan,
+                     float(np.median(staged)) if len(staged) else np.nan))
+    for d in sources:
+        r = summary_row(d)
+        local = r.get("bandwidth_uni_enabled_diagonal", r.get("bandwidth_uni_disabled_diagonal"))
+        staged = r.get("bandwidth_uni_disabled")
+        if local is not None or staged is not None:
+            rows.append((f"recorded: {short_name(d)}", np.nan if local is None else local,
+                         np.nan if staged is None else staged))
+    fig, ax = plots.figure(width=9.0, height=0.45 * len(rows) + 2.0)
+    y = np.arange(len(rows))
+    ax.barh(y - 0.19, [r[1] for r in rows], height=0.36, color="tab:blue",
+            label="copy inside one GPU (the diagonal; read + write counted)")
+    ax.barh(y + 0.19, [r[2] for r in rows], height=0.36, color="tab:red",
+            label="GPU→host→GPU staged copy (P2P off: median over pairs, or one GPU's loopback)")
+    ax.set_yticks(y, [r[0] if len(r[0]) <= 70 else r[0][:67] + "..." for r in rows], fontsize=7)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    where = "measured here and recorded" if run is not None else "recorded"
+    plots.finish(ax, "One GPU: a copy inside it vs a trip through host memory",
+                 "GB/s (unidirectional; log scale)", "system (label)", source=f"{where}: sources in the table above")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.13), ncol=1)
+    fig.tight_layout()
+    return fig
 
 
 # --------------------------------------------------------------------------- diagnosis
@@ -677,9 +798,8 @@ def diagnose(data, *, access=None) -> list[Finding]:
             flagged = [(i, j) for i, j, v in members if worse(v, med) < OUTLIER_FRACTION
                        and not ({i, j} & set(slow)) and (i, j) not in blocked]
             others = [v for i, j, v in members if (i, j) not in flagged]
-            hint = (" A staged copy goes up to host memory and back down: two GPUs behind one PCIe switch share its "
-                    "uplink, and a GPU under the other socket crosses the socket link." if p2p == "disabled" else
-                    " Check that pair's links (`nvidia-smi nvlink -s`, `nvidia-smi topo -m`).")
+            hint = (" (A staged copy climbs to host memory and back: GPUs behind one PCIe switch share its uplink.)"
+                    if p2p == "disabled" else " Check that pair's links (`nvidia-smi nvlink -s`, `nvidia-smi topo -m`).")
             for text, pairs in _pair_text(flagged):
                 out.append(Finding("warn", "outlier_pair", (
                     f"{text} {'takes' if lower_is_better else 'reaches'} {_range_text([m.loc[p] for p in pairs])} {unit} "

@@ -1,0 +1,70 @@
+"""Notebook 04 executed by papermill in reference mode, asserting on its results JSON."""
+
+import json
+
+import pytest
+
+from labkit import p2p, reference
+
+
+@pytest.mark.notebook
+def test_nb04_reference_mode(run_nb):
+    r = run_nb("04_p2p_matrix")
+    assert r["mode"] == "reference"
+    # with no GPU in the run, both experiments are replayed
+    assert r["experiments"]["p2p_local"]["mode"] == "reference"
+    assert r["experiments"]["p2p_matrix"]["mode"] == "reference"
+    assert r["experiments"]["p2p_matrix"]["gpus_measured"] == 0
+    # every recorded p2p system is shown, plus the bandwidthTest run behind the staging model
+    shown = set(r["datasets"])
+    assert set(reference.list_datasets(kind="p2p_matrix")) <= shown
+    assert any("bandwidthtest_rtx2080ti" in n for n in shown)
+    # the headless widget drew its static default: the complete 8x A100 set, unidirectional, P2P on
+    assert r["experiments"]["widget"]["default"] == ["p2p_8xa100_sxm4_80gb_nvswitch_distserve", "bandwidth_uni", "enabled"]
+    # numbers come from the recorded matrices (medians over GPU pairs)
+    n = r["numbers"]
+    assert 260 < n["a100_uni_p2p_GBps"] < 280 and 15 < n["a100_uni_staged_GBps"] < 21
+    assert n["a100_latency_p2p_us"] < n["a100_latency_staged_us"]
+    assert 85 < n["a100_nvlink_reached_pct"] < 95  # of 300 GB/s per direction, not of 600
+    assert 250 < n["h100_bridge_uni_p2p_GBps"] < 260
+    model = r["experiments"]["staging_model"]
+    assert model["serial_GBps"] < model["pipelined_GBps"] and model["recorded_GBps"] < model["pipelined_GBps"]
+    # self-checks: data valid, invariants hold, diagnosis finds what it should, figures labelled
+    assert r["all_checks_passed"], r["checks"]
+    for name in ("recorded_matrices_valid", "bidirectional_at_least_unidirectional_on_nvlink",
+                 "diagnosis_finds_a100_staged_outliers", "diagnosis_finds_geforce_without_p2p",
+                 "diagnosis_quiet_on_healthy_nvlink_bridge", "tp_answer_key_selfcheck", "figures_labelled"):
+        assert r["checks"][name] is True, name
+    assert r["experiments"]["tp_answer_key"] == {"tp2": [0, 2], "tp4": [0, 1, 2, 3],
+                                                 "partition_tp2": [[0, 2], [1, 3], [4, 6], [5, 7]]}
+    # unanswered exercises and predictions are reported, not crashed on
+    assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
+    assert set(r["experiments"]["predictions"].values()) == {"not attempted"}
+    assert r["_seconds"] < 60, f"quick reference run took {r['_seconds']:.0f} s (budget ~30 s)"
+
+
+def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
+    """The answers written in the notebook's <details> are the ones its checks accept."""
+    from labkit import check, models
+
+    topo = p2p.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
+    a100 = reference.load("p2p_8xa100_sxm4_80gb_nvswitch_distserve")
+    odd = {tuple(sorted(f.pairs[0])) for f in p2p.diagnose(a100)
+           if f.rule == "outlier_pair" and "unidirectional, P2P off" in f.message}
+    uni = p2p.median_off_diagonal(p2p.matrix(a100, "bandwidth_uni", "enabled"))
+    assert p2p.check_tp_group("1a", [0, 2], topo, 2, include=[0]).passed
+    assert p2p.check_tp_group("1b", [0, 1, 2, 3], topo, 4, include=[0]).passed
+    assert p2p.check_pair("2", (5, 4), odd).passed and p2p.check_pair("2", (6, 7), odd).passed
+    assert check.numeric("3", 91, 100 * uni / models.spec("NVLink 3").per_direction_GBps(), unit="%").passed
+
+
+def test_nb04_text_matches_the_answer_key():
+    """The solution text names the groups the ranking function returns."""
+    from labkit.notebooks import find_notebook
+
+    nb = json.loads(find_notebook("04_p2p_matrix").read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    topo = p2p.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
+    assert f"`{list(p2p.rank_tp_groups(topo, 2, include=[0])[0].gpus)}`" in text
+    assert f"`{list(p2p.rank_tp_groups(topo, 4, include=[0])[0].gpus)}`" in text
+    assert "{0,2} {1,3} {4,6} {5,7}" in text
