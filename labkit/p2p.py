@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import math
 import re
 import time
 from typing import Callable, Iterable, Sequence
@@ -113,25 +112,26 @@ def frame_of(data):
 def metrics(data) -> list[tuple[str, str]]:
     """The (kind, p2p) matrices present, in the order KINDS × P2P_STATES."""
     f = frame_of(data)
+    if "mode" in f.columns:
+        f = f[f["mode"].astype(str) != "host_staged_loopback"]
     have = set(zip(f["matrix"], f["p2p"]))
     return [(k, p) for k in KINDS for p in P2P_STATES if (k, p) in have]
 
 
-def matrix(data, kind: str = "bandwidth_uni", p2p: str = "enabled", *, include_loopback: bool = False):
+def matrix(data, kind: str = "bandwidth_uni", p2p: str = "enabled", *, loopback: bool = False):
     """One matrix as a square DataFrame: index = source GPU, columns = destination GPU, NaN where unprinted.
 
     Values are GB/s for bandwidth kinds and µs for latency kinds. The loopback staged copy of a
-    single-GPU run (mode 'host_staged_loopback') is left out unless asked for.
+    single-GPU run (mode 'host_staged_loopback', GPU→host→same GPU) is left out; `loopback=True`
+    returns those cells instead.
     """
-    import pandas as pd
-
     if kind not in KINDS or p2p not in P2P_STATES:
         raise ValueError(f"matrix must be one of {KINDS} and p2p one of {P2P_STATES}, got {kind!r}, {p2p!r}")
     f = frame_of(data)
     rows = f[(f["matrix"] == kind) & (f["p2p"] == p2p)]
     if "mode" in rows.columns:
         loop = rows["mode"].astype(str) == "host_staged_loopback"
-        rows = rows[loop] if include_loopback else rows[~loop]
+        rows = rows[loop] if loopback else rows[~loop]
     if rows.empty:
         raise KeyError(f"no {metric_label(kind, p2p)} matrix here; have: "
                        f"{', '.join(metric_label(*m) for m in metrics(f)) or 'none'}")
@@ -232,11 +232,25 @@ class MatrixSource:
     def topology(self):
         return gpu_topology(self.topology_text)
 
+    def topology_or_none(self):
+        """The parsed topology, or None when there is none or it does not parse (figures and diagnosis
+        carry on without link labels; `validate` reports the parse error)."""
+        try:
+            return self.topology
+        except ValueError:
+            return None
 
-def as_source(data) -> MatrixSource:
-    """Wrap a reference Dataset or a live P2PRun in one shape."""
+
+def as_source(data, topology: str | None = None) -> MatrixSource:
+    """Wrap a reference Dataset, a live P2PRun or a tidy p2p_matrix DataFrame in one shape.
+
+    `topology` (raw `nvidia-smi topo -m` text) replaces the one the data carries, if given."""
+    if topology is not None:
+        return dataclasses.replace(as_source(data), topology_text=topology)
     if isinstance(data, MatrixSource):
         return data
+    if hasattr(data, "columns"):  # a bare DataFrame in the p2p_matrix schema
+        return MatrixSource("matrix", data, "matrix given by the caller", None, "", "")
     if isinstance(data, P2PRun):
         return MatrixSource("measured_here", data.to_frame(), data.label, data.topology, ", ".join(sorted(set(data.devices))),
                             "")
@@ -306,7 +320,7 @@ def is_square(data, kind: str, p2p: str) -> bool:
 def is_nvlink_system(data) -> bool:
     """NVLink between the GPUs: NV# in the topology, or NVLink/NVSwitch named in the interconnect."""
     src = as_source(data)
-    topo = src.topology if src.topology_text else None
+    topo = src.topology_or_none()
     if topo is not None:
         return any(nvlink_count(v) for v in topo.to_numpy().ravel())
     meta = getattr(data, "meta", {}) or {}
@@ -544,7 +558,7 @@ def plot_matrices(data, which: Sequence[tuple[str, str]], ncols: int | None = No
     size = 3.2 + 0.55 * n
     fig, axes = plots.figure(nrows, ncols, width=size + 1.2, height=size)
     axes = [axes] if len(which) == 1 and nrows * ncols == 1 else list(axes)
-    topo = src.topology if src.topology_text else None
+    topo = src.topology_or_none()
     for ax, (kind, state) in zip(axes, which):
         heatmap(ax, matrix(src.frame, kind, state), kind=kind, title=metric_label(kind, state), source=src.label,
                 topology=topo)
@@ -678,8 +692,11 @@ def _range_text(vals: Sequence[float]) -> str:
     return _fmt(lo) if _fmt(lo) == _fmt(hi) else f"{_fmt(lo)}–{_fmt(hi)}"
 
 
-def diagnose(data, *, access=None) -> list[Finding]:
-    """Plain-language findings from a p2p matrix (recorded Dataset or live P2PRun) and its topology.
+def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]:
+    """Plain-language findings from a p2p matrix and its topology.
+
+    `data`: a recorded Dataset, a live P2PRun, or a tidy DataFrame in the p2p_matrix schema;
+    `topology`: `nvidia-smi topo -m` text (default: the one the data carries, if any).
 
     Rules: peer access not in effect (P2P on ≈ staged, or `access` says no); P2P slower than
     staging; an NVLink pair far below what its link count promises; GPUs slow with every peer;
@@ -689,14 +706,9 @@ def diagnose(data, *, access=None) -> list[Finding]:
     """
     import numpy as np
 
-    src = as_source(data)
+    src = as_source(data, topology)
     f = src.frame
-    topo = None
-    if src.topology_text:
-        try:
-            topo = src.topology
-        except ValueError:
-            topo = None
+    topo = src.topology_or_none()
     if access is None and isinstance(data, P2PRun):
         access = {(a, b): data.peer_access[x][y] for x, a in enumerate(data.indices) for y, b in enumerate(data.indices)}
     mats = {km: matrix(f, *km) for km in metrics(f)}

@@ -185,6 +185,14 @@ def test_diagnose_nvlink_pair_at_pcie_speed_and_p2p_slower_than_staged():
     assert "GPU0↔GPU3" in rules["p2p_slower_than_staged"].message
 
 
+def test_diagnose_takes_a_bare_frame_and_topology_text():
+    a100 = _by_name("8xa100_sxm4_80gb_nvswitch")
+    found = p2p.diagnose(a100.frame, topology=a100.meta["topology"])
+    assert [f.message for f in found] == [f.message for f in p2p.diagnose(a100)]
+    assert "on the same NUMA node" in found[0].message  # the topology's NUMA column was used
+    assert "on the same NUMA node" not in " ".join(f.message for f in p2p.diagnose(a100.frame))
+
+
 def test_diagnose_uses_an_access_matrix_and_flags_a_slow_gpu():
     on = {(i, j): 50.0 for i, j in itertools.permutations(range(5), 2)}
     on.update({(i, 4): 30.0 for i in range(4)} | {(4, j): 30.0 for j in range(4)})
@@ -363,7 +371,7 @@ def test_single_device_run_adds_the_loopback_staged_copy():
     loop = f[f["mode"] == "host_staged_loopback"]
     assert set(loop["matrix"]) == {"bandwidth_uni", "latency_gpu"}
     assert len(run.matrix("bandwidth_uni", "disabled")) == 1  # the diagonal, loopback left out
-    assert run.matrix("bandwidth_uni", "disabled", include_loopback=True).loc[0, 0] > 0
+    assert run.matrix("bandwidth_uni", "disabled", loopback=True).loc[0, 0] > 0
     assert run.label.startswith("measured here: 1× simulated GPU0")
 
 
@@ -426,7 +434,7 @@ def test_gpu_single_device_quick_run():
     run = p2p.measure([0], nbytes=8 << 20, repeats=3)
     uni = run.matrix("bandwidth_uni", "enabled")
     assert uni.loc[0, 0] > 50  # a copy inside any CUDA GPU's memory, read + write counted
-    loop = run.matrix("bandwidth_uni", "disabled", include_loopback=True).loc[0, 0]
+    loop = run.matrix("bandwidth_uni", "disabled", loopback=True).loc[0, 0]
     assert 0.5 < loop < uni.loc[0, 0]
     lat = run.matrix("latency_gpu", "enabled").loc[0, 0]
     assert 0.1 < lat < 1000
