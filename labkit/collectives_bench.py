@@ -149,6 +149,24 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
     return records
 
 
+#: NCCL settings the notebook compares on GPUs (NCCL reads them when the communicator is created):
+#: NCCL_ALGO picks the algorithm (Ring, Tree, NVLS, CollNet…), NCCL_PROTO the protocol — Simple
+#: (large messages, full bandwidth), LL128 and LL (low latency: flags travel with the data, so a
+#: receiver need not wait for a separate "ready" signal, at the cost of some bandwidth).
+NCCL_SETTINGS = ({}, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128"},
+                 {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"})
+
+
+def nccl_settings_sweep(world_size: int, sizes, settings=NCCL_SETTINGS, impls=("library", "ring"), **kw) -> list[dict]:
+    """The bench once per NCCL setting (one launch each: NCCL reads the variables at start-up)."""
+    records = []
+    for env in settings:
+        label = " ".join(f"{k}={v}" for k, v in env.items()) or "NCCL defaults"
+        for rec in run_allreduce_bench(world_size, sizes, impls, "nccl", env=dict(env), **kw):
+            records.append({**rec, "setting": label})
+    return records
+
+
 def to_frame(records):
     """Bench records as a tidy DataFrame (raw samples dropped)."""
     import pandas as pd

@@ -53,21 +53,25 @@ def _group_info(group):
 def _exchange(send_t, dst: int, recv_t, src: int, group=None) -> None:
     """Send `send_t` to dst while receiving `recv_t` from src; return when both are done.
 
-    Posted as one batch (dist.batch_isend_irecv): gloo runs the two concurrently either way, but NCCL
-    runs point-to-point calls one after another on a stream, so a ring of ranks that each "send,
-    then receive" would wait for each other forever — grouped, NCCL starts them together. Empty
-    tensors (fewer elements than ranks) are skipped by both ends.
+    gloo runs a posted isend and irecv concurrently. NCCL runs point-to-point calls one after another
+    on a stream, so a ring of ranks that each "send, then receive" would wait for each other
+    forever: there the pair is posted as one batch (dist.batch_isend_irecv), which NCCL starts
+    together. (On gloo the batch only adds overhead, ~0.15 ms per call here.) Empty tensors — fewer
+    elements than ranks — are skipped by both ends.
     """
     import torch.distributed as dist
 
     ops = []
     if send_t.numel():
-        ops.append(dist.P2POp(dist.isend, send_t, dst, group))
+        ops.append((dist.isend, send_t, dst))
     if recv_t.numel():
-        ops.append(dist.P2POp(dist.irecv, recv_t, src, group))
-    if ops:
-        for req in dist.batch_isend_irecv(ops):
-            req.wait()
+        ops.append((dist.irecv, recv_t, src))
+    if _is_nccl(group):
+        reqs = dist.batch_isend_irecv([dist.P2POp(op, t, peer, group) for op, t, peer in ops]) if ops else []
+    else:
+        reqs = [op(t, peer, group=group) for op, t, peer in ops]
+    for req in reqs:
+        req.wait()
 
 
 def _is_nccl(group) -> bool:
@@ -114,21 +118,27 @@ def ring_allreduce_simple_(x, group=None, *, fail_after_step: int | None = None)
 
 
 #: Largest message the pipelined ring sends: 1 MiB, gloo's own ring segment (gloo/allreduce.h,
-#: kMaxSegmentSize): small enough that a received segment is still in cache when it is added, large
-#: enough that the per-message cost (tens of µs from Python) stays a few percent of its transfer.
+#: kMaxSegmentSize): large enough that the per-message cost (tens of µs from Python) stays a few
+#: percent of its transfer, small enough that a few of them stay in cache.
 SEGMENT_BYTES = 1 << 20
+#: Receives posted ahead of the one being waited on. Each lands in its own segment-sized scratch
+#: slot, reused round-robin, so the scratch stays small and hot in cache (the kernel copies each
+#: arriving segment into lines that are already cached, and the add reads them from there). gloo
+#: keeps 2 in flight; a couple more hide Python's slower turnaround.
+RECV_WINDOW = 4
 
 
-def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, fail_after_step: int | None = None) -> int:
+def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, window: int = RECV_WINDOW,
+                    fail_after_step: int | None = None) -> int:
     """Pipelined ring all-reduce (sum) of x in place: the same steps and bytes as the simple ring,
     but each chunk travels as segments of at most `segment_bytes`, and every segment is added and
     forwarded to the right neighbour as soon as it arrives — while the next segments are still on
-    the wire. That overlap (and adding data that is still in cache) is what library rings do too.
+    the wire. That overlap is what library rings do too (gloo's ring works the same way).
 
     The chunk a rank sends at step k+1 is always the chunk it received at step k (reduced, in
-    reduce-scatter), so "forward as soon as it arrives" needs no other bookkeeping. Receives for
-    step k+1 are posted while step k is processed, into the other half of a two-bank scratch buffer.
-    Same additions in the same order as `ring_allreduce_simple_`, hence the same bits.
+    reduce-scatter), so "forward as soon as it arrives" needs no other bookkeeping. Segments
+    arrive in one stream, step by step; `window` receives are kept posted ahead. Same additions in
+    the same order as `ring_allreduce_simple_`, hence the same bits.
 
     On NCCL this runs the simple ring: NCCL serialises separate point-to-point calls on a stream
     (so a free-running pipeline would deadlock) and already pipelines inside every transfer.
@@ -141,62 +151,63 @@ def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, fail_a
         return 0
     if _is_nccl(group):
         return ring_allreduce_simple_(x, group, fail_after_step=fail_after_step)
-    if segment_bytes < x.element_size():
-        raise ValueError(f"segment_bytes must hold at least one element ({x.element_size()} B), got {segment_bytes}")
+    if segment_bytes < x.element_size() or window < 1:
+        raise ValueError(f"segment_bytes must hold one element ({x.element_size()} B) and window must be >= 1; "
+                         f"got {segment_bytes}, {window}")
     right, left = glob((rank + 1) % n), glob((rank - 1) % n)
     seg = segment_bytes // x.element_size()  # elements per segment
     chunks = [x[a:b] for a, b in chunk_bounds(x.numel(), n)]  # views: no copies
-
-    def segments(c):  # [start, stop) of each segment of chunk c, relative to the chunk
-        m = chunks[c].numel()
-        return [(a, min(a + seg, m)) for a in range(0, m, seg)]
-
-    longest = max(c.numel() for c in chunks)
-    banks = [workspace(longest, x, slot) for slot in (0, 1)]  # preallocated scratch for two steps in flight
     steps = ring_steps(n)
-    nseg_max = -(-longest // seg) if longest else 1
-    tag = lambda k, j: k * nseg_max + j + 1  # noqa: E731 — a unique tag per message keeps matching exact
-    recvs, sends_of_chunk = {}, {c: [] for c in range(n)}
-    sent = 0
+    # Every segment this rank receives, in arrival order: (step, index, chunk, start, stop).
+    arrivals = [(k, j, c, a, min(a + seg, chunks[c].numel()))
+                for k, (phase, s) in enumerate(steps)
+                for c in [ring_chunks(phase, s, rank, n)[1]]
+                for j, a in enumerate(range(0, chunks[c].numel(), seg))]
+    slots = [workspace(seg, x, slot) for slot in range(window)]  # preallocated, small, reused
+    per_step = max(1, -(-max(c.numel() for c in chunks) // seg))
+    tag = lambda k, j: k * per_step + j + 1  # noqa: E731 — one tag per message keeps the matching exact
+    pending_sends = {}  # (chunk, start) -> send still reading that segment of x
+    posted, sent = {}, 0
 
-    def post_recvs(k):
-        phase, s = steps[k]
-        c = ring_chunks(phase, s, rank, n)[1]
-        for j, (a, b) in enumerate(segments(c)):
-            if phase == RS:
-                into = banks[k % 2][a:b]
-            else:  # all-gather writes in place: first make sure our earlier sends from there are done
-                for req in sends_of_chunk[c]:
-                    req.wait()
-                sends_of_chunk[c] = []
-                into = chunks[c][a:b]
-            recvs[(k, j)] = dist.irecv(into, left, group=group, tag=tag(k, j))
+    def post(i):  # post the receive of arrival i
+        k, j, c, a, b = arrivals[i]
+        if steps[k][0] == RS:
+            into = slots[i % window][: b - a]
+        else:
+            # All-gather writes in place: first make sure our reduce-scatter send of this segment is
+            # done. It cannot stall for long: the right neighbour receives reduce-scatter segments
+            # without ever waiting here, and we have already sent everything it needs to get there.
+            if (c, a) in pending_sends:
+                pending_sends.pop((c, a)).wait()
+            into = chunks[c][a:b]
+        posted[i] = dist.irecv(into, left, group=group, tag=tag(k, j))
 
-    def send(k, c, j, a, b):
+    def send(k, j, c, a, b):
         nonlocal sent
-        sends_of_chunk[c].append(dist.isend(chunks[c][a:b], right, group=group, tag=tag(k, j)))
+        if (c, a) in pending_sends:  # each segment is sent at most once per phase; keep one handle
+            pending_sends.pop((c, a)).wait()
+        pending_sends[(c, a)] = dist.isend(chunks[c][a:b], right, group=group, tag=tag(k, j))
         sent += (b - a) * x.element_size()
 
+    for i in range(min(window, len(arrivals))):
+        post(i)
     first = ring_chunks(*steps[0], rank, n)[0]
-    post_recvs(0)
-    for j, (a, b) in enumerate(segments(first)):
-        send(0, first, j, a, b)
-    for k, (phase, s) in enumerate(steps):
-        if fail_after_step is not None and k == fail_after_step:
-            raise InjectedFailure(f"injected failure after {k} of {len(steps)} ring steps ({phase})")
+    for j, a in enumerate(range(0, chunks[first].numel(), seg)):
+        send(0, j, first, a, min(a + seg, chunks[first].numel()))
+    for i, (k, j, c, a, b) in enumerate(arrivals):
+        if fail_after_step is not None and k >= fail_after_step:
+            raise InjectedFailure(f"injected failure after {k} of {len(steps)} ring steps ({steps[k][0]})")
+        posted.pop(i).wait()
+        if steps[k][0] == RS:
+            chunks[c][a:b].add_(slots[i % window][: b - a])  # local += received, in place
         if k + 1 < len(steps):
-            post_recvs(k + 1)
-        c = ring_chunks(phase, s, rank, n)[1]
-        assert k + 1 == len(steps) or ring_chunks(*steps[k + 1], rank, n)[0] == c
-        for j, (a, b) in enumerate(segments(c)):
-            recvs.pop((k, j)).wait()
-            if phase == RS:
-                chunks[c][a:b].add_(banks[k % 2][a:b])  # local += received, in place
-            if k + 1 < len(steps):
-                send(k + 1, c, j, a, b)  # forward this segment at once (c is what step k+1 sends)
-    for reqs in sends_of_chunk.values():
-        for req in reqs:
-            req.wait()
+            send(k + 1, j, c, a, b)  # forward this segment at once (step k+1 sends chunk c)
+        if i + window < len(arrivals):
+            post(i + window)  # the slot just emptied takes the next receive
+    if fail_after_step is not None and fail_after_step >= len(steps):
+        raise InjectedFailure(f"injected failure after all {len(steps)} ring steps")
+    for req in pending_sends.values():
+        req.wait()
     return sent
 
 

@@ -1,0 +1,250 @@
+"""Notebook 5's figures, tables and calculators: the ring stepper, bytes per rank, measured vs
+modelled bandwidth, recorded nccl-tests sweeps with the learner's run over them, and the cost
+calculator that recomputes the source material's all-reduce table.
+
+Every figure has a title, units on both axes and its source in the legend or title (labkit.plots).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import plots
+from .collectives import bus_factor, busbw, ring_bytes_sent
+from .models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
+from .units import GB, format_bytes
+
+# --------------------------------------------------------------------------- the stepper
+#: Elements per rank in the stepper: 2N+1, so the chunks are uneven (N does not divide it).
+def stepper_count(n: int) -> int:
+    return 2 * n + 1
+
+
+@functools.lru_cache(maxsize=16)
+def stepper_trace(n: int):
+    """The simulated ring the stepper shows: rank r holds 1, 2, … scaled by (r+1)."""
+    from .ring_sim import simulate_ring_allreduce
+
+    count = stepper_count(n)
+    return simulate_ring_allreduce([np.arange(1, count + 1, dtype=np.float32) * (r + 1) for r in range(n)])
+
+
+def stepper_view(ranks: int, step: int) -> str:
+    """Draw the ring after `step` steps for `ranks` ranks and print what moved; returns the text."""
+    from .ring_sim import draw_ring_state
+
+    trace = stepper_trace(int(ranks))
+    k = min(int(step), len(trace.steps))
+    ax = draw_ring_state(trace, k)
+    ax.figure.tight_layout()
+    text = trace.describe_step(k)
+    if k < int(step):
+        text += f"  (N = {ranks} has only {len(trace.steps)} steps)"
+    print(text)
+    print(f"bytes sent so far by each rank: {[sum(t.nbytes for st in trace.transfers[:k] for t in st if t.src == r) for r in range(trace.world_size)]}"
+          f"  (float32, {trace.count} elements = {trace.nbytes} B per rank)")
+    return text
+
+
+def bytes_per_rank_figure(nbytes: int = 1 << 20, max_ranks: int = 16, itemsize: int = 4):
+    """Bytes each rank sends vs N: counted from the schedule (min/mean/max over ranks) vs 2(N−1)/N·S."""
+    count = nbytes // itemsize
+    ns = np.arange(1, max_ranks + 1)
+    per = [ring_bytes_sent(count, int(n), itemsize) for n in ns]
+    fig, ax = plots.figure()
+    plots.line(ax, ns, [np.mean(p) / nbytes for p in per], "counted (labkit.ring_sim schedule): mean over ranks")
+    ax.fill_between(ns, [min(p) / nbytes for p in per], [max(p) / nbytes for p in per], alpha=0.2,
+                    label="counted: min … max over ranks")
+    plots.line(ax, ns, 2 * (ns - 1) / ns, "2(N−1)/N", how=plots.MODEL)
+    ax.axhline(2, ls=":", color="0.4", label="limit 2·S: every byte goes out twice")
+    plots.finish(ax, f"Ring all-reduce: bytes each rank sends, S = {format_bytes(nbytes)} ({count} float32)",
+                 "ranks N (count)", "bytes sent per rank / S (ratio)", source="source: labkit.ring_sim schedule and model")
+    return fig
+
+
+# --------------------------------------------------------------------------- measured vs modelled
+def records_frame(records):
+    import pandas as pd
+
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "samples_s"} for r in records])
+
+
+def fit_ring_link(records, impl: str = "library"):
+    """α (per message) and β (per direction, per rank) from a measured ring-shaped all-reduce.
+
+    A ring takes t = 2(N−1)·α + 2(N−1)/N · S/β; fitting t = a + S/b gives a = 2(N−1)·α and
+    b = β / (2(N−1)/N), i.e. b is the algbw plateau and β the busbw plateau.
+    """
+    df = records_frame(records)
+    d = df[df.impl == impl].sort_values("nbytes")
+    n = int(d.world_size.iloc[0])
+    fit = fit_alpha_beta(d.nbytes.to_numpy(), d.seconds.to_numpy())
+    alpha = fit.latency_s / (2 * (n - 1)) if n > 1 else 0.0
+    beta = fit.bandwidth_GBps * bus_factor("all_reduce", n)
+    return {"alpha_s": alpha, "beta_GBps": beta, "world_size": n, "fit": fit}
+
+
+def measured_vs_model_figure(records, source: str, link=None):
+    """busbw vs size for every implementation measured, with the α-β models drawn from the fitted link."""
+    df = records_frame(records)
+    n = int(df.world_size.iloc[0])
+    link = link or fit_ring_link(records)
+    fig, ax = plots.figure(width=8, height=4.8)
+    colours = {}
+    for impl, d in df.groupby("impl", sort=False):
+        d = d.sort_values("nbytes")
+        h = plots.line(ax, d.nbytes, d.busbw_GBps, f"measured: {impl}")
+        colours[impl] = h.get_color()
+    sizes = np.array(sorted(df.nbytes.unique()), dtype=float)
+    model_names = {"ring": "ring", "ring_simple": None, "library": None, "naive": "naive", "tree": "tree",
+                   "recursive_doubling": "recursive_doubling"}
+    for impl in df.impl.unique():
+        algo = model_names.get(impl)
+        if algo is None:
+            continue
+        t = [allreduce_time(s, n, link["beta_GBps"], link["alpha_s"], algo) for s in sizes]
+        plots.line(ax, sizes, [busbw("all_reduce", s, tt, n) for s, tt in zip(sizes, t)],
+                   f"{algo} (α={link['alpha_s'] * 1e6:.0f} µs, β={link['beta_GBps']:.2f} GB/s fitted)",
+                   how=plots.MODEL, color=colours.get(impl))
+    plots.size_axis(ax)
+    ax.set_yscale("log")
+    plots.finish(ax, f"All-reduce on {n} gloo ranks: bus bandwidth, measured and modelled",
+                 "message size S (bytes, per rank)", "busbw = S/t · 2(N−1)/N (GB/s)", source=source)
+    return fig
+
+
+# --------------------------------------------------------------------------- recorded references
+def reference_lines(datasets, min_points: int = 4):
+    """One line per (dataset, config, ranks, nodes): the out-of-place column where there is one."""
+    out = []
+    for ds in datasets:
+        f = ds.frame.dropna(subset=["busbw_GBps"]) if "busbw_GBps" in ds.frame else None
+        if f is not None:
+            f = f[f.busbw_GBps > 0]  # a printed 0.00 carries no bandwidth (and no place on a log axis)
+        if f is None or f.empty:
+            continue
+        if "placement" in f.columns:
+            order = {"out-of-place": 0, "unspecified": 1, "in-place": 2}
+            best = min(f.placement.dropna().unique(), key=lambda p: order.get(p, 3), default=None)
+            if best is not None:
+                f = f[f.placement == best]
+        for (config, n, nodes), g in f.groupby(["config", "world_size", "nodes"], sort=False):
+            g = g.groupby("nbytes", as_index=False).busbw_GBps.median().sort_values("nbytes")
+            if len(g) >= min_points:
+                out.append({"dataset": ds, "config": config, "world_size": int(n), "nodes": int(nodes),
+                            "nbytes": g.nbytes.to_numpy(), "busbw_GBps": g.busbw_GBps.to_numpy()})
+    return out
+
+
+def summarize_line(nbytes, busbw_GBps, top: int = 3) -> dict:
+    """Plateau (median busbw of the `top` largest sizes) and n½ (α-β fit on busbw) of one sweep."""
+    nbytes, bw = np.asarray(nbytes, dtype=float), np.asarray(busbw_GBps, dtype=float)
+    plateau = float(np.median(bw[np.argsort(nbytes)][-top:]))
+    keep = bw > 0
+    n_half = None
+    if keep.sum() >= 2:
+        try:
+            fit = fit_alpha_beta_from_bandwidth(nbytes[keep], bw[keep])
+            n_half = fit.n_half_bytes
+        except ValueError:
+            n_half = None
+    below = n_half is not None and n_half < nbytes.min()
+    return {"plateau_busbw_GBps": plateau, "n_half_bytes": n_half, "sweep_starts_above_n_half": bool(below)}
+
+
+def reference_table(lines):
+    import pandas as pd
+
+    rows = []
+    for ln in lines:
+        m = ln["dataset"].meta
+        s = summarize_line(ln["nbytes"], ln["busbw_GBps"])
+        rows.append({"dataset": ln["dataset"].name, "gpu": m["gpu"], "ranks": ln["world_size"], "nodes": ln["nodes"],
+                     "config": str(ln["config"])[:40], "interconnect": m["interconnect"][:50],
+                     "plateau busbw (GB/s)": round(s["plateau_busbw_GBps"], 2),
+                     "n½": "below the sweep" if s["sweep_starts_above_n_half"] or s["n_half_bytes"] is None
+                     else format_bytes(s["n_half_bytes"]),
+                     "sizes": f"{format_bytes(ln['nbytes'].min())} … {format_bytes(ln['nbytes'].max())}"})
+    return pd.DataFrame(rows).sort_values("plateau busbw (GB/s)", ascending=False, ignore_index=True)
+
+
+def references_figure(lines, own_records=None, own_label: str = "", impl: str = "library"):
+    """Recorded busbw vs size, single node and multi-node side by side, with the learner's run on both."""
+    fig, axes = plots.figure(1, 2, width=7.5, height=8.5)
+    for ax, multi in zip(axes, (False, True)):
+        for ln in lines:
+            if (ln["nodes"] > 1) != multi:
+                continue
+            m = ln["dataset"].meta
+            label = f"recorded: {m['gpu']} ×{ln['world_size']}, {ln['nodes']} node(s), {str(ln['config'])[:28]}"
+            plots.line(ax, ln["nbytes"], ln["busbw_GBps"], label, how=plots.RECORDED, lw=0.9)
+        if own_records:
+            df = records_frame(own_records)
+            d = df[df.impl == impl].sort_values("nbytes")
+            plots.line(ax, d.nbytes, d.busbw_GBps, own_label, color="black", lw=2.5)
+        plots.size_axis(ax)
+        ax.set_yscale("log")
+        plots.finish(ax, ("multi-node" if multi else "single node") + ": all_reduce bus bandwidth vs size",
+                     "message size S (bytes)", "busbw = S/t · 2(N−1)/N (GB/s)",
+                     source="recorded: nccl-tests / torch sweeps in data/ (see table for sources)", legend=False)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- cost calculator
+#: The source material's worked example: 7B parameters, fp16 gradients, 8 GPUs, "32 GB/s".
+SOURCE_EXAMPLE = {"params": 7e9, "bytes_per_param": 2, "gpus": 8, "bandwidth_GBps": 32.0}
+
+
+def corrected_source_table():
+    """The source material's all-reduce numbers next to the correct ones, with the reason."""
+    import pandas as pd
+
+    p, b, n, bw = (SOURCE_EXAMPLE[k] for k in ("params", "bytes_per_param", "gpus", "bandwidth_GBps"))
+    S = p * b  # 14 GB of gradients
+    nv4 = spec("NVLink 4").per_direction_GBps()
+    nv5 = spec("NVLink 5")
+    rows = [
+        {"claim in the source material": f"ring all-reduce of 7B fp16 gradients ({S / GB:g} GB), 8 GPUs, 32 GB/s: 918.8 ms",
+         "correct": f"{allreduce_time(S, n, bw) * 1e3:.1f} ms",
+         "what is wrong": "each GPU sends 2(N−1)/N·S = 1.75·S; the source's numbers use a factor of 2.1"},
+        {"claim in the source material": "the same over NVLink 4 at '900 GB/s': ≈27 ms",
+         "correct": f"{allreduce_time(S, n, nv4) * 1e3:.1f} ms",
+         "what is wrong": "900 GB/s is both directions added; a ring sends and receives at once, 450 GB/s each way"},
+        {"claim in the source material": "1 GB takes 0.6 ms over NVLink 5 (used as an all-reduce time)",
+         "correct": f"8-GPU ring all-reduce of 1 GB: {allreduce_time(1e9, 8, nv5.per_direction_GBps()) * 1e3:.2f} ms "
+                    f"(a one-way copy at 900 GB/s per direction: {1e9 / (nv5.per_direction_GBps() * GB) * 1e3:.2f} ms)",
+         "what is wrong": "0.56 ms = 1 GB / 1.8 TB/s: a one-way copy at the two-direction figure, not an all-reduce"},
+        {"claim in the source material": "trap: a tree all-reduce (log2 N steps) saves bandwidth",
+         "correct": f"tree {allreduce_time(S, n, bw, algorithm='tree') * 1e3:.0f} ms vs ring "
+                    f"{allreduce_time(S, n, bw) * 1e3:.0f} ms for the 7B example (α = 0)",
+         "what is wrong": "a tree still moves ≈2·S per GPU; only its latency term grows as log2 N instead of N"},
+    ]
+    return pd.DataFrame(rows)
+
+
+#: Interconnects for the calculator: (label, per-direction GB/s, where the number comes from).
+def calculator_links():
+    out = []
+    for name in ("PCIe Gen4 x16", "PCIe Gen5 x16", "NVLink 3", "NVLink 4", "NVLink 5", "InfiniBand NDR", "Ethernet 100"):
+        s = spec(name)
+        out.append((f"{s.name}: {s.per_direction_GBps():g} GB/s per direction", s.per_direction_GBps()))
+    out.append(("source material's '32 GB/s'", 32.0))
+    return out
+
+
+def cost_view(params_billion: float, bytes_per_param: int, gpus: int, bandwidth_GBps: float, latency_us: float = 0.0):
+    """Print the modelled all-reduce time of one gradient sync for each algorithm."""
+    S = params_billion * 1e9 * bytes_per_param
+    rows = []
+    for algo in ("ring", "tree", "recursive_doubling", "naive"):
+        t = allreduce_time(S, gpus, bandwidth_GBps, latency_us * 1e-6, algo)
+        rows.append(f"  {algo:19s} {t * 1e3:10.1f} ms")
+    per_gpu = 2 * (gpus - 1) / gpus * S
+    print(f"model: {params_billion:g}B parameters × {bytes_per_param} B = {S / GB:g} GB of gradients, {gpus} GPUs, "
+          f"{bandwidth_GBps:g} GB/s per direction, α = {latency_us:g} µs\n"
+          f"  each GPU sends 2(N−1)/N·S = {per_gpu / GB:.3g} GB in a ring\n" + "\n".join(rows))
+    return allreduce_time(S, gpus, bandwidth_GBps, latency_us * 1e-6, "ring")

@@ -1,0 +1,63 @@
+"""Notebook 5 executed in reference mode (quick): the gloo ring still runs live, everything checks out."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from labkit.notebooks import find_notebook
+
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
+
+def test_notebook_is_committed_clean_with_a_parameters_cell():
+    nb = nbformat.read(str(find_notebook("05_ring_allreduce_by_hand")), as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", [])
+    assert all(not c.outputs and c.execution_count is None for c in code), "commit the notebook without outputs"
+    text = "\n".join(c.source for c in nb.cells)
+    for must in ("<details><summary>", "On your own cluster", "Sources", "session.save()", "check.numeric"):
+        assert must in text
+
+
+def test_notebook_runs_in_reference_mode(run_nb):
+    """One execution (quick, reference mode) through conftest's run_nb; the asserts below read its results."""
+    results = run_nb("05_ring_allreduce_by_hand")
+    _gloo_ring_still_runs_live(results)
+    _every_self_check_passed(results)
+    _key_numbers(results)
+    _recorded_tables_shown(results)
+
+
+def _gloo_ring_still_runs_live(results):
+    assert results["mode"] == "reference" and results["quick"] is True
+    assert results["experiments"]["ring_gloo"]["mode"] == "live"
+    assert results["experiments"]["ring_nccl"]["mode"] == "reference"
+    assert results["experiments"]["ring_gloo"]["checked_group_sizes"] == [2, 3, 4]
+
+
+def _every_self_check_passed(results):
+    expected = {"simulation_sums_exact_N1_to_16", "simulation_bytes_per_rank", "gloo_bit_identical_on_integer_inputs",
+                "gloo_random_floats_within_tolerance", "gloo_ring_matches_simulation", "gloo_ring_bytes_match_schedule",
+                "bench_results_correct", "failing_rank_named_in_notebook", "figures_labelled"}
+    assert expected <= set(results["checks"])
+    assert results["all_checks_passed"], {k: v for k, v in results["checks"].items() if not v}
+
+
+def _key_numbers(results):
+    n = results["numbers"]
+    assert n["ring_GB_sent_per_gpu_8x1GB"] == pytest.approx(1.75)
+    assert n["model_7b_fp16_8gpu_32GBps_ring_ms"] == pytest.approx(765.625)  # not the source's 918.8
+    assert n["model_7b_fp16_8gpu_nvlink4_ring_ms"] == pytest.approx(54.44, abs=0.01)  # 450 GB/s per direction
+    assert n["model_7b_fp16_8gpu_32GBps_tree_ms"] > n["model_7b_fp16_8gpu_32GBps_ring_ms"]
+    ratios = [v for k, v in n.items() if k.startswith("gloo_ring_over_library_busbw_")]
+    assert len(ratios) == 3 and all(r > 0 for r in ratios)  # measured; speed itself is not a test
+    assert n["gloo_library_plateau_busbw_GBps"] > 0
+
+
+def _recorded_tables_shown(results):
+    from labkit.reference import list_datasets
+
+    shown = set(results["datasets"])
+    assert shown <= set(list_datasets(kind="allreduce_sweep")) and len(shown) >= 5
