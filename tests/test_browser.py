@@ -1,0 +1,212 @@
+"""The workbook in a real browser: JupyterLab driven in Chromium through Playwright.
+
+For every notebook in notebooks/*.ipynb: a copy with the parameters cell set to reference mode,
+quick (the committed notebook is untouched) is opened in JupyterLab, run with Run → Run All Cells,
+and checked — every code cell executed, no error or stderr output, figures rendered as images, the
+results JSON written by the last cell — then at least one live widget must respond: choosing from a
+dropdown or moving a slider changes what its output area shows. A screenshot of each notebook (and
+of the widget after it responded) goes to artifacts/browser/ (or $LABKIT_BROWSER_ARTIFACTS).
+
+One JupyterLab server (127.0.0.1, token, own process group, started without LABKIT_HEADLESS so the
+kernels show live widgets) and one Chromium are shared by all notebooks; one page per notebook.
+Nothing is left running: the fixtures stop the server's process group and its kernels, close the
+browser, and fail if any JupyterLab, kernel or Chromium process of this test is still alive.
+
+Skipped outside CI when no Chromium is found (set $LABKIT_CHROMIUM to use another binary);
+with CI=true a missing browser or Playwright is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit.notebooks import notebooks_dir
+
+import browser_helpers as bh
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+NOTEBOOKS = sorted(notebooks_dir().glob("*.ipynb"))
+PARAMETERS = {"mode": "reference", "quick": True}
+# generous but bounded (a notebook takes 5-15 s here); raise them on a slow machine
+RUN_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_RUN_TIMEOUT", 180))   # Run All → every cell executed
+WIDGET_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_WIDGET_TIMEOUT", 30))  # a control moved → output redrawn
+IN_CI = os.environ.get("CI", "").lower() == "true"
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(os.environ.get("LABKIT_BROWSER_ARTIFACTS", ROOT / "artifacts" / "browser"))
+OURS = re.compile(r"jupyter|ipykernel|chrom|playwright", re.I)
+
+
+def _unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: the browser test must run in CI; .ci/run installs Debian's chromium)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = bh.find_browser()
+    if path is None:
+        _unavailable(f"no Chromium found (looked at ${bh.BROWSER_ENV}, {', '.join(bh.BROWSER_CANDIDATES)} "
+                     "and PATH; on Debian: apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _unavailable("the Python package 'playwright' is not installed (pip install -e '.[browser]')")
+    return path
+
+
+@pytest.fixture(scope="module")
+def no_leftovers():
+    """Torn down last: fails if any JupyterLab, kernel or Chromium process started by this test survived."""
+    before = {p.pid for p in bh.descendants()}
+    yield
+    time.sleep(0.5)
+    left = [p for p in bh.descendants() if p.pid not in before and OURS.search(" ".join(_cmdline(p)))]
+    if left:
+        desc = bh.describe(left)
+        bh.kill_all(left)
+        pytest.fail(f"processes left behind by the browser test (now killed): {desc}")
+
+
+def _cmdline(p):
+    try:
+        return p.cmdline()
+    except Exception:
+        return []
+
+
+@pytest.fixture(scope="module")
+def lab(no_leftovers, chromium, tmp_path_factory):
+    base = tmp_path_factory.mktemp("jupyterlab")
+    server = bh.LabServer(root=base / "notebooks", state=base / "state")
+    server.root.mkdir()
+    try:
+        yield server.start()
+    finally:
+        killed = server.stop()
+        assert not killed, f"JupyterLab left processes behind that had to be killed: {killed}"
+
+
+@pytest.fixture(scope="module")
+def browser(no_leftovers, chromium, tmp_path_factory):
+    """One Chromium with a fresh profile; yields a Playwright BrowserContext (pages are opened per notebook)."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    pw = sync_playwright().start()
+    context = None
+    try:
+        context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=chromium, headless=True, args=bh.CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900}, timeout=60_000)
+        context.set_default_timeout(30_000)
+        yield context
+    finally:
+        try:
+            if context is not None:
+                context.close()
+        finally:
+            pw.stop()
+            stray = [p for p in bh.descendants() if str(profile) in " ".join(_cmdline(p))]
+            if stray:
+                desc = bh.describe(stray)
+                bh.kill_all(stray)
+                pytest.fail(f"Chromium processes still running after close (now killed): {desc}")
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+def test_parameters_rewrite_keeps_the_committed_notebook():
+    """The helper rewrites the copy's parameters cell only; the source notebook stays as committed."""
+    src = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# t"},
+                     {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "outputs": [],
+                      "execution_count": None,
+                      "source": ['# a comment\n', 'mode = "auto"\n', 'quick = False\n', 'reference = None\n',
+                                 'results_path = None']}],
+           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    original = json.dumps(src)
+    out = bh.rewrite_parameters(src, mode="reference", quick=True, results_path="/tmp/r.json", extra=3)
+    assert json.dumps(src) == original
+    ns = {}
+    exec(out["cells"][1]["source"], ns)
+    assert (ns["mode"], ns["quick"], ns["reference"], ns["results_path"], ns["extra"]) == \
+        ("reference", True, None, "/tmp/r.json", 3)
+    assert "# a comment" in out["cells"][1]["source"]
+
+
+@pytest.mark.timeout(int(RUN_TIMEOUT_S + 4 * WIDGET_TIMEOUT_S + 120))
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, capsys):
+    results = lab.root / f"{notebook.stem}.results.json"
+    copy = bh.prepare_notebook(notebook, lab.root, results_path=str(results), **PARAMETERS)
+    shot, widget_shot = artifacts / f"{notebook.stem}.png", artifacts / f"{notebook.stem}.widget.png"
+    for old in (shot, widget_shot):
+        old.unlink(missing_ok=True)
+    page = browser.new_page()
+    js_errors = []
+    page.on("pageerror", lambda e: js_errors.append(str(e)))
+    failures, summary = [], {}
+    t0 = time.monotonic()
+    try:
+        bh.open_notebook(page, lab, copy.name)
+        bh.run_all_cells(page)
+        run = bh.wait_until_executed(page, RUN_TIMEOUT_S)
+        summary["run_s"] = run["seconds"]
+        if run["stopped_early"]:
+            failures.append(f"not every code cell ran; prompts: {run['prompts']}")
+        failures += bh.problems(page)
+        failures += bh.unrendered_widgets(page)
+        figs = bh.figures(page)
+        summary["figures"] = figs
+        if figs["rendered"] < 1 or figs["rendered"] < figs["total"]:
+            failures.append(f"figures: {figs['rendered']} of {figs['total']} images rendered (need ≥ 1, all)")
+        failures += bh.blank_figures(page)
+        if not results.exists():
+            failures.append("the last cell did not write the results JSON (session.save())")
+        else:
+            bad = [k for k, v in json.loads(results.read_text()).get("checks", {}).items() if v is False]
+            if bad:
+                failures.append(f"results JSON checks failed: {bad}")
+        widgets = bh.exercise_widgets(page, WIDGET_TIMEOUT_S)
+        summary["widgets"] = widgets
+        responded = [w for w in widgets if w["changed"]]
+        if not widgets:
+            failures.append("no live widget (controls + output area) on the page")
+        elif not responded:
+            failures.append(f"no widget's output changed when its controls moved: {widgets}")
+        else:
+            bh.screenshot_widget(page, responded[0]["index"], widget_shot)
+        for w in responded:
+            failures += bh.widget_figure_problems(w)
+        failures += [f"after moving widgets: {p}" for p in bh.problems(page)]
+    finally:
+        try:
+            bh.screenshot_notebook(page, shot)
+        except Exception as e:  # a screenshot must not hide the real failure
+            failures.append(f"(screenshot failed: {e})")
+        page.close()
+        try:
+            lab.shutdown_kernels()
+        except Exception:
+            pass
+        with capsys.disabled():
+            w = summary.get("widgets") or []
+            print(f"\n[browser] {notebook.stem}: {time.monotonic() - t0:.1f} s "
+                  f"(run all {summary.get('run_s', float('nan')):.1f} s), "
+                  f"figures {summary.get('figures')}, widgets responded {sum(x['changed'] for x in w)}/{len(w)} "
+                  f"{[x['control'] for x in w if x['changed']]}; screenshot: {shot}"
+                  + (f", {widget_shot}" if widget_shot.exists() else ""))
+    if js_errors and failures:
+        failures.append(f"JavaScript errors on the page: {js_errors[:5]}")
+    assert not failures, f"{notebook.name} in JupyterLab:\n- " + "\n- ".join(failures)
