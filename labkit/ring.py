@@ -6,10 +6,10 @@ the cost models. They run inside a process group — start them with labkit.laun
 on CPU, NCCL on GPUs).
 
 Two rings: `ring_allreduce_simple_`, the textbook one (read it first), and `ring_allreduce_`, the
-same schedule pipelined in segments. Both are written for speed as well as clarity: chunks are
-views into the caller's tensor (no copies), scratch space is allocated once and reused by every
-call, sends and receives are posted together and waited on as a pair, and received data is added
-in place.
+same schedule with every receive posted up front and segments forwarded as they arrive. Both are
+written for speed as well as clarity: chunks are views into the caller's tensor (no copies),
+scratch space is allocated once and reused by every call (`workspace`), and received data is
+added in place.
 """
 
 from __future__ import annotations

@@ -111,3 +111,21 @@ def test_bench_straggler_delays_everyone(capsys):
 def test_bench_rejects_bad_options():
     for argv in (["--impl", "magic"], ["--fail-rank", "7"], ["--straggler", "1"], ["--sizes", "6B", "--dtype", "float32"]):
         assert cli.main(["bench", "allreduce", "--ranks", "2", "--timeout", "30", *argv]) == 2
+
+
+def test_record_writes_a_valid_allreduce_sweep(tmp_path, monkeypatch):
+    from labkit import collectives_bench
+    from labkit.reference import load
+
+    monkeypatch.setattr(collectives_bench, "RECORD_RANKS", 2)
+    monkeypatch.setattr(collectives_bench, "RECORD_MIN", "4KiB")
+    monkeypatch.setattr(collectives_bench, "RECORD_QUICK_MAX", "64KiB")
+    env = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "gpus": [], "cuda_available": False,
+           "date": "2026-01-01T00:00:00+00:00", "labkit": "0", "torch": "x", "python": "3"}
+    names = collectives_bench.record(tmp_path, True, env)
+    assert names == ["allreduce_gloo_sweep"]
+    ds = load("allreduce_gloo_sweep", tmp_path)
+    assert ds.kind == "allreduce_sweep" and ds.meta["provenance"] == "measured"
+    assert set(ds.frame.nbytes) == {4096, 16384, 65536} and set(ds.frame.world_size) == {2}
+    assert {"gloo dist.all_reduce", "gloo ring by hand (labkit.ring)"} == set(ds.frame.config)
+    assert (ds.frame.busbw_GBps == ds.frame.algbw_GBps * bus_factor("all_reduce", 2)).all()
