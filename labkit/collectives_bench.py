@@ -187,7 +187,8 @@ def bench_arguments(p, name: str) -> None:
     p.add_argument("--ranks", type=int, default=4, help="processes on this machine (default 4)")
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"buffer sizes S, e.g. 4MiB,64MiB (default {DEFAULT_SIZES})")
     p.add_argument("--impl", default=DEFAULT_IMPLS,
-                   help="comma-separated: ring, library, naive, tree, recursive_doubling (default ring,library)")
+                   help="comma-separated: ring, ring_simple, library, naive, tree, recursive_doubling "
+                        "(default ring,library)")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="timed repetitions (median reported)")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed calls first")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])

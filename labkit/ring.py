@@ -311,9 +311,10 @@ IMPLEMENTATIONS = {
 
 
 # --------------------------------------------------------------------------- correctness, inside a rank
-#: Integer-valued test inputs lie in [-INT_RANGE, INT_RANGE): sums over up to 2**24 / INT_RANGE
-#: ranks stay exactly representable in float32, so every summation order gives the same bits.
-INT_RANGE = 1000
+#: Integer-valued test inputs lie in [-r, r) with r per dtype, small enough that every partial sum
+#: over up to 64 ranks is an exactly representable integer (float32: 24-bit significand, float16:
+#: 11, bfloat16: 8), so every summation order gives the same bits.
+INT_RANGE = {"float64": 1000, "float32": 1000, "float16": 32, "bfloat16": 4}
 
 
 def test_input(rank: int, count: int, kind: str, seed: int = 0, dtype: str = "float32"):
@@ -322,7 +323,8 @@ def test_input(rank: int, count: int, kind: str, seed: int = 0, dtype: str = "fl
 
     g = torch.Generator().manual_seed(seed * 100_003 + rank)
     if kind == "integer":
-        x = torch.randint(-INT_RANGE, INT_RANGE, (count,), generator=g)
+        r = INT_RANGE[dtype]
+        x = torch.randint(-r, r, (count,), generator=g)
     elif kind == "random":
         x = torch.randn(count, generator=g, dtype=torch.float64)
     else:
@@ -357,7 +359,7 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
     ref = x.clone()
     sent = fn(x, group)
     dist.all_reduce(ref, group=group)
-    exact = sum(test_input(glob(r), count, "integer", seed, "float64") for r in range(n)).to(getattr(torch, dtype))
+    exact = sum(test_input(glob(r), count, "integer", seed, dtype).double() for r in range(n)).to(getattr(torch, dtype))
     out["integer_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
     out["integer_exact"] = bool(torch.equal(x.cpu(), exact))
     out["bytes_sent"] = int(sent)
@@ -374,7 +376,7 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
     out["random_within_tolerance"] = bool((diff <= tol).all())
     out["random_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
     # 3. the ring against its simulation
-    if impl in ("ring", "ring_simple") and simulate:
+    if impl in ("ring", "ring_simple") and simulate and dtype != "bfloat16":  # numpy has no bfloat16
         from .ring_sim import simulate_ring_allreduce
 
         inputs = [test_input(glob(r), count, "random", seed, dtype).numpy() for r in range(n)]
@@ -383,8 +385,10 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
     return out
 
 
-def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0) -> list[dict]:
-    """Launch target: compare every impl with the library for each count, on groups of the first k ranks.
+def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0,
+                 dtypes=("float32",)) -> list[dict]:
+    """Launch target: compare every impl with the library for each count and dtype, on groups of the
+    first k ranks.
 
     `impls` holds names or (name, options) pairs. group_sizes=None checks the whole world only.
     Returns this rank's reports (with the group size).
@@ -404,6 +408,7 @@ def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, se
         for spec in impls:
             impl, options = (spec, None) if isinstance(spec, str) else spec
             for count in counts:
-                reports.append({"group_size": k, **compare_with_library(impl, count, group, seed=seed, device=device,
-                                                                        options=options)})
+                for dtype in dtypes:
+                    reports.append({"group_size": k, **compare_with_library(
+                        impl, count, group, seed=seed, dtype=dtype, device=device, options=options)})
     return reports

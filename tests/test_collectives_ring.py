@@ -64,6 +64,16 @@ def test_naive_root_sends_n_minus_1_buffers(reports):
             assert r["bytes_sent"] in (r["nbytes"], (r["group_size"] - 1) * r["nbytes"])
 
 
+def test_other_dtypes_bit_identical_on_integers_and_within_tolerance_on_floats():
+    per_rank = launch(check_worker, 3, timeout_s=120, args=(["ring", "ring_simple", "tree"], [7, 1001]),
+                      kwargs={"dtypes": ("float64", "float16", "bfloat16")})
+    reports = [r for rank_reports in per_rank for r in rank_reports]
+    assert {r["dtype"] for r in reports} == {"float64", "float16", "bfloat16"}
+    for r in reports:
+        assert r["integer_bit_identical"] and r["integer_exact"] and r["random_within_tolerance"], r
+        assert r.get("matches_simulation", True), r
+
+
 # --------------------------------------------------------------------------- the command line
 def _children():
     import psutil
