@@ -76,10 +76,9 @@ def test_other_dtypes_bit_identical_on_integers_and_within_tolerance_on_floats()
 
 # --------------------------------------------------------------------------- the command line
 def _children():
-    import psutil
+    from test_launch import _children as live_children  # psutil where installed, /proc otherwise
 
-    return {c.pid for c in psutil.Process().children(recursive=True)
-            if "resource_tracker" not in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE}
+    return live_children()
 
 
 def test_bench_prints_one_json_record_per_impl_and_size(capsys):
