@@ -19,6 +19,7 @@ BENCHES = {
     "allreduce": "labkit.collectives_bench",
     "ladder": "labkit.hierarchy",
     "soak": "labkit.soak",
+    "fidelity": "labkit.fidelity",
 }
 
 

@@ -1498,7 +1498,7 @@ def _bench_records(devices, kinds, states, size, latency_size, repeats, progress
         else:
             rec["latency_us"] = r.value
         yield rec
-    for f in diagnose(run, access=[list(x) for x in run.peer_access]):
+    for f in diagnose(run):
         print(f"finding: {f}", file=sys.stderr)
 
 

@@ -21,6 +21,7 @@ LINK_LABELS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 _LABEL_RE = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|OK|NS|CNS|TNS|GNS|NA|N/A)$")
 _DEVICE_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|CPU\d+|NVS\d+)$")
 _AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 # --------------------------------------------------------------------------- topology
@@ -35,7 +36,10 @@ def parse_topology(text: str):
     """
     import pandas as pd
 
-    lines = [ln.rstrip() for ln in str(text).splitlines()]
+    # nvidia-smi underlines the header with ANSI escapes when stdout is a terminal (and some
+    # drivers do so always): drop them before reading the table.
+    text = _ANSI_RE.sub("", str(text))
+    lines = [ln.rstrip() for ln in text.splitlines()]
     header_idx, devices = None, []
     for i, ln in enumerate(lines):
         toks = ln.split()
@@ -260,7 +264,7 @@ def environment(command: str | None = None, parameters: dict | None = None) -> d
         "gpus": gpus,
         "nvml_problem": nvml_problem,
         "numa_nodes": numa_nodes(),
-        "topology": topo,
+        "topology": _ANSI_RE.sub("", topo) if topo else topo,  # recorded as plain text
         "command": command if command is not None else " ".join(sys.argv),
         "parameters": parameters or {},
     }
@@ -352,13 +356,18 @@ def diagnose(env: dict) -> list[tuple[str, str]]:
     return out
 
 
+def _numa_text(node) -> str:
+    # sysfs reports -1 (read as None here) when the platform does not say, e.g. in many VMs.
+    return "unknown (not reported by the platform)" if node is None or node == -1 else str(node)
+
+
 def doctor_report(env: dict | None = None) -> str:
     env = env or environment()
     lines = [f"labkit {env['labkit']} on {env['host']} — {env['platform']}",
              f"CPU: {env['cpu']} ({env['cpu_count']} logical CPUs); NUMA nodes: {len(env.get('numa_nodes') or {}) or 'unknown'}",
              f"torch {env.get('torch')} (CUDA build: {env.get('cuda_build') or 'none'}); python {env['python']}"]
     for g in env.get("gpus", []):
-        lines.append(f"GPU{g['index']}: {g.get('name')}  bus {g.get('bus_id')}  NUMA {g.get('numa_node')}  "
+        lines.append(f"GPU{g['index']}: {g.get('name')}  bus {g.get('bus_id')}  NUMA {_numa_text(g.get('numa_node'))}  "
                      f"PCIe Gen{g.get('pcie_gen_current')}/{g.get('pcie_gen_max')} "
                      f"x{g.get('pcie_width_current')}/{g.get('pcie_width_max')} (current/max)  driver {g.get('driver')}")
     if env.get("topology"):

@@ -100,3 +100,16 @@ def test_every_topology_stored_with_a_dataset_parses():
         df = parse_topology(d.meta["topology"])
         gpus = [x for x in df.index if x.startswith("GPU")]
         assert len(gpus) == d.meta["gpu_count"], d.name
+
+
+def test_single_gpu_vm_table_with_ansi_underline():
+    # Captured on a one-H100 virtual machine (driver 580.159.04): the header is wrapped in ANSI
+    # underline escapes, there is one device and a 'GPU NUMA ID' column reading N/A.
+    text = (Path(__file__).resolve().parent / "fixtures" / "topo_1xh100_pcie_vm_ansi.txt").read_text()
+    assert "\x1b[4m" in text
+    df = parse_topology(text)
+    assert list(df.index) == list(df.columns) == ["GPU0"]
+    assert df.loc["GPU0", "GPU0"] == "X"
+    assert df.attrs["cpu_affinity"] == {"GPU0": "0-15"}
+    assert df.attrs["numa_affinity"] == {"GPU0": "0"}
+    assert df.attrs["gpu_numa_id"] == {"GPU0": "N/A"}
