@@ -65,6 +65,18 @@ def _fmt(v):
 def cmd_ref(args) -> int:
     from . import reference
 
+    if args.action == "import":
+        if not args.name or not args.prefix:
+            raise SystemExit("labkit ref import PROFILE --prefix NAME: give the profile folder and a name prefix")
+        for name in reference.import_profile(args.name, args.prefix, only=args.only, system=args.system,
+                                             caveat=args.caveat or "", dest=args.dest, force=args.force):
+            print(f"imported {name}")
+        return 0
+    if args.action == "profiles":
+        for name in reference.list_profiles():
+            info = reference.check_profile(reference.profile_path(name))
+            print(f"{name:40s} {info.get('created', '')}  {', '.join(sorted(info.get('experiments', {})))}")
+        return 0
     if args.action == "list":
         for name in reference.list_datasets(args.folder, args.kind):
             ds = reference.load(name, args.folder)
@@ -167,11 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("ref", help="reference datasets")
-    r.add_argument("action", choices=["list", "show"])
-    r.add_argument("name", nargs="?")
+    r.add_argument("action", choices=["list", "show", "profiles", "import"],
+                   help="list datasets, show one, list shipped profiles, or import a profile's datasets")
+    r.add_argument("name", nargs="?", help="dataset name (show) or profile folder (import)")
     r.add_argument("--folder", help="a profile folder instead of the shipped data")
     r.add_argument("--kind", help="only datasets of this kind")
     r.add_argument("--rows", type=int, default=0, help="with show: print the first N rows")
+    r.add_argument("--prefix", help="with import: prefix for the imported dataset names")
+    r.add_argument("--only", action="append", help="with import: only this dataset (repeatable)")
+    r.add_argument("--system", help="with import: describe the system in plain words")
+    r.add_argument("--caveat", help="with import: a caveat appended to every imported dataset")
+    r.add_argument("--dest", help="with import: folder to import into (default: the shipped data)")
+    r.add_argument("--force", action="store_true", help="with import: replace datasets of the same names")
     r.set_defaults(func=cmd_ref)
 
     rec = sub.add_parser("record", help="run every experiment this machine can and write a profile folder")

@@ -96,8 +96,8 @@ def _short(text: str, limit: int = 48) -> str:
 
 
 def load_source(spec: str) -> Source:
-    """A profile folder, a dataset name (shipped data) or the path of a dataset's CSV / meta file."""
-    p = Path(spec)
+    """A profile folder, a shipped profile's name, a dataset name (shipped data) or a dataset file's path."""
+    p = reference.profile_path(spec) or Path(spec)
     if p.is_dir():
         if p.resolve() == reference.data_dir().resolve():
             raise CompareError(

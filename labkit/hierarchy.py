@@ -105,9 +105,10 @@ def record(folder, quick: bool, env: dict) -> list[str]:
 
 def profile_curves(reference) -> list[ladder.LevelSweep]:
     """Ladder curves a `labkit record` profile folder holds (shown as recorded on that machine)."""
-    from .reference import load, list_datasets
+    from .reference import list_datasets, load, profile_path
 
-    if reference is None or not Path(str(reference)).is_dir():
+    reference = profile_path(reference) if reference is not None else None
+    if reference is None:
         return []
     out = []
     for name in list_datasets(reference):

@@ -204,14 +204,14 @@ def load_all(folder: str | os.PathLike | None = None, kind: str | None = None) -
 def resolve_reference(reference: str | os.PathLike | None, kind: str) -> list[Dataset]:
     """The datasets a notebook's `reference=` parameter selects, for one kind.
 
-    None → every shipped dataset of that kind; a folder (a profile from `labkit record`) → its
-    datasets of that kind first, then the shipped ones; a name → that dataset, which must be of
-    that kind.
+    None → every shipped dataset of that kind; a folder (a profile from `labkit record`) or the
+    name of a profile shipped in data/profiles/ → its datasets of that kind first, then the shipped
+    ones; a dataset name → that dataset, which must be of that kind.
     """
     shipped = load_all(None, kind)
     if reference is None:
         return shipped
-    p = Path(reference)
+    p = profile_path(reference) or Path(reference)
     if p.is_dir():
         if not (p / "profile.json").exists() and not list(p.glob("*.meta.json")):
             raise DatasetError(f"{p}: not a labkit profile folder (no profile.json and no datasets)")
@@ -282,3 +282,63 @@ def describe(ds: Dataset) -> str:
 
 def names_of(datasets: Iterable[Dataset]) -> list[str]:
     return [d.name for d in datasets]
+
+
+# --------------------------------------------------------------------------- shipped profiles
+#: Complete `labkit record` profiles shipped with labkit live in data/profiles/<name>/.
+PROFILES_DIR = "profiles"
+
+
+def list_profiles() -> list[str]:
+    """Names of the recorded profiles shipped in data/profiles/ (each a `labkit record` folder)."""
+    d = data_dir() / PROFILES_DIR
+    return sorted(p.name for p in d.iterdir() if (p / PROFILE_FILE).exists()) if d.is_dir() else []
+
+
+def profile_path(name: str | os.PathLike) -> Path | None:
+    """The folder a `reference=` value names: an existing folder, or a shipped profile's name."""
+    p = Path(name)
+    if p.is_dir():
+        return p
+    shipped = data_dir() / PROFILES_DIR / str(name)
+    return shipped if (shipped / PROFILE_FILE).exists() else None
+
+
+def import_profile(profile: str | os.PathLike, prefix: str, *, only: Iterable[str] | None = None,
+                   system: str | None = None, caveat: str = "", dest: str | os.PathLike | None = None,
+                   force: bool = False) -> list[str]:
+    """Copy datasets of a `labkit record` profile into the reference catalogue as recorded data.
+
+    Each dataset keeps its numbers and environment untouched; only its name (`<prefix>_<name>`) and
+    provenance change: `provenance` becomes "recorded" (it is no longer "measured here" for
+    whoever loads it), `source` names the profile it came from, `caveat` is appended. Nothing is
+    overwritten without `force`. Returns the new names.
+    """
+    import re
+
+    src = Path(profile)
+    info = check_profile(src)
+    if not info:
+        raise DatasetError(f"{src}: not a labkit profile folder (no {PROFILE_FILE})")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", prefix):
+        raise ValueError(f"prefix {prefix!r}: use lower-case letters, digits and '_' only")
+    dest = Path(dest) if dest is not None else data_dir()
+    names = list(only) if only else list_datasets(src)
+    datasets = [load(n, src) for n in names]  # validates every one before anything is written
+    targets = [f"{prefix}_{ds.name}" for ds in datasets]
+    clash = [t for t in targets if (dest / f"{t}.meta.json").exists()]
+    if clash and not force:
+        raise FileExistsError(f"{', '.join(clash)} already in {dest}; pass force=True (--force) to replace")
+    env = info.get("environment") or {}
+    for ds, target in zip(datasets, targets):
+        meta = {k: v for k, v in ds.meta.items() if k != "name"}
+        when = str(meta.get("date", ""))[:10]
+        meta.update(
+            provenance="recorded",
+            system=system or meta["system"],
+            source=f"labkit record {when}, profile {src.name}",
+            source_file=f"labkit record: {PROFILES_DIR}/{src.name}/{ds.name}.csv" if src.parent.name == PROFILES_DIR
+            else f"labkit record: {src.name}/{ds.name}.csv",
+            caveats="; ".join(c for c in (meta.get("caveats", ""), caveat) if c))
+        write_dataset(dest, target, ds.frame, meta)
+    return targets

@@ -2,7 +2,8 @@
 # Every live GPU path of labkit on this machine, each step logged and timed:
 #   nvidia-smi facts, `labkit doctor`, `pytest -m "gpu or multigpu"`, the fidelity probe
 #   (labkit vs raw cudaMemcpyAsync), `labkit record`, and all six notebooks executed in auto mode.
-# Usage: bash scripts/gpu_check.sh OUT_DIR [--quick]      (PYTHON=... picks the interpreter)
+# Usage: bash scripts/gpu_check.sh OUT_DIR [--quick]      (PYTHON=... picks the interpreter;
+#        ONLY="record notebooks" runs only the named steps)
 # Writes OUT_DIR/<step>.log, OUT_DIR/steps.tsv (step, exit code, seconds), OUT_DIR/profile/ and
 # OUT_DIR/notebooks/. A failing step is logged and the next one still runs; the exit code is the
 # number of failed steps.
@@ -16,6 +17,7 @@ mkdir -p "$OUT"
 failed=0
 step() {  # step NAME TIMEOUT_S CMD...
   local name=$1 limit=$2; shift 2
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
   echo "== $name: $*"
   local t0 t1 rc
   t0=$(date +%s%N)

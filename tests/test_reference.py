@@ -117,3 +117,50 @@ def test_resolve_reference_folder_puts_profile_first(toy):
     assert got[0].name == "toy" and len(got) >= 1
     with pytest.raises(DatasetError):
         reference.resolve_reference(Path(toy) / "nowhere", "copy_sweep")
+
+
+# ----------------------------------------------------------------- shipped profiles and import
+def test_import_profile_renames_and_relabels_without_touching_numbers(tmp_path):
+    from labkit.record import record
+
+    prof = record(tmp_path / "node7", quick=True, only=["copy"], progress=lambda *_: None)
+    dest = tmp_path / "catalogue"
+    names = reference.import_profile(prof, "node7", dest=dest, caveat="classroom machine")
+    assert names == ["node7_host_copy_sweep"]
+    new, old = reference.load(names[0], dest), reference.load("host_copy_sweep", prof)
+    assert new.meta["provenance"] == "recorded" and old.meta["provenance"] == "measured"
+    assert new.label.startswith("recorded:") and "node7" in new.meta["source"]
+    assert new.meta["caveats"].endswith("classroom machine")
+    assert new.meta["environment"] == old.meta["environment"]
+    pd.testing.assert_frame_equal(new.frame, old.frame)
+    with pytest.raises(FileExistsError, match="force"):
+        reference.import_profile(prof, "node7", dest=dest)
+    with pytest.raises(ValueError, match="prefix"):
+        reference.import_profile(prof, "Node 7!", dest=dest)
+    with pytest.raises(reference.DatasetError, match="profile"):
+        reference.import_profile(dest, "x", dest=tmp_path / "other")
+
+
+@pytest.mark.parametrize("name", reference.list_profiles())
+def test_shipped_profiles_load_and_replay_by_name(name):
+    folder = reference.profile_path(name)
+    info = reference.check_profile(folder)
+    assert info["environment"]["gpus"], "a shipped profile records its GPUs"
+    for ds_name in (n for names in info["experiments"].values() for n in names):
+        ds = reference.load(ds_name, folder)
+        assert ds.meta["provenance"] == "measured" and ds.meta["environment"]["date"]
+    got = reference.resolve_reference(name, "copy_sweep")  # reference="<profile name>" in a notebook
+    assert got[0].path.parent == folder
+
+
+def test_h100_profile_sweeps_4b_to_1gib_and_catalogue_copies_are_exact():
+    folder = reference.profile_path("h100_pcie5_vm_20261123")
+    sweep = reference.load("gpu_copy_sweep", folder).frame
+    for direction in ("h2d", "d2h"):
+        for memory in ("pinned", "pageable"):
+            sizes = sweep[(sweep.direction == direction) & (sweep.memory == memory)].nbytes
+            assert sizes.min() == 4 and sizes.max() == 2**30, (direction, memory)
+    for name in ("gpu_copy_sweep", "gpu_overlap_run", "pin_cost", "dataloader_throughput", "nonblocking_pitfall"):
+        shipped = reference.load(f"h100_vm_labkit_{name}")
+        assert shipped.meta["provenance"] == "recorded" and "h100_pcie5_vm_20261123" in shipped.meta["source"]
+        pd.testing.assert_frame_equal(shipped.frame, reference.load(name, folder).frame)
