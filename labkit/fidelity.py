@@ -33,6 +33,9 @@ def _cudart():
     """The libcudart that this process (torch) has loaded; found via /proc/self/maps, else by name."""
     import torch
 
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device: the raw cudaMemcpyAsync probe needs a GPU and a CUDA build of torch; "
+                           "see `labkit doctor`")
     torch.cuda.init()
     try:
         with open("/proc/self/maps") as f:
