@@ -17,6 +17,8 @@ def test_nb01_reference_mode(run_nb):
     assert len(shown) >= 3
     for needle in ("v100_pcie", "quadro_rtx6000", "a100", "t4", "2080"):
         assert any(needle in name for name in shown), f"no dataset with {needle!r} shown: {shown}"
+    # and the datacenter-GPU sweep 4 B .. 1 GiB recorded by labkit record on an H100
+    assert "h100_vm_labkit_gpu_copy_sweep" in shown
     # the fit is plausible: a latency floor of a few µs and a bandwidth below the PCIe Gen3 spec
     assert 0.5 < r["numbers"]["alpha_us"] < 50
     assert 1 < r["numbers"]["beta_GBps"] < 15.76

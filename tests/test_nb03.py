@@ -10,11 +10,11 @@ def test_nb03_reference_mode(run_nb):
     r = run_nb("03_overlap")
     assert r["mode"] == "reference"
     ex = r["experiments"]
-    # the GPU experiment replays; with no recorded GPU overlap run, the GPU timelines are a labelled model
+    # the GPU experiment replays the overlap run recorded on the H100 (labkit record), labelled as recorded
     assert ex["overlap"]["mode"] == "reference"
-    assert ex["overlap"]["shown_as"] in ("recorded", "model")
-    if ex["overlap"]["shown_as"] == "model":
-        assert ex["overlap"]["source"].startswith("model: α-β fit to recorded:")
+    assert ex["overlap"]["shown_as"] == "recorded"
+    assert ex["overlap"]["source"].startswith("recorded:") and "H100" in ex["overlap"]["source"]
+    assert "h100_vm_labkit_gpu_overlap_run" in r["datasets"]
     assert ex["overlap_model"]["source"].startswith("model:")
     assert ex["overlap_model"]["beta_GBps"] > 0 and ex["overlap_model"]["alpha_us"] >= 0
     # the host-thread experiment is real, runs in every mode, and says so
