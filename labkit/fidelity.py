@@ -200,3 +200,42 @@ def summary(results: list[Fidelity]) -> str:
                      + (f"; link limit {f.link_limit_GBps:.2f} GB/s ({f.link})" if f.link_limit_GBps else ""))
     return "\n".join(lines)
 
+
+
+def to_frame(results: list[Fidelity]):
+    """Rows in the `point` schema: labkit's and the raw probe's bandwidth, their ratio, and the link limit."""
+    import pandas as pd
+
+    rows = []
+    for f in results:
+        what = f"pinned {f.direction.upper()} {format_bytes(f.nbytes)}"
+        for timer, m, how in (("labkit", f.labkit, "labkit (torch copy_(non_blocking=True), CUDA events)"),
+                              ("raw cudaMemcpyAsync + cudaEvent", f.raw, "raw cudaMemcpyAsync + cudaEvent (ctypes)")):
+            rows.append({"quantity": f"{what}: {how}", "value": m.bandwidth_GBps, "unit": "GB/s",
+                         "bandwidth_direction": "unidirectional", "direction": f.direction, "nbytes": f.nbytes,
+                         "timer": timer})
+        rows.append({"quantity": f"{what}: labkit / raw", "value": f.ratio, "unit": "ratio",
+                     "bandwidth_direction": "none", "direction": f.direction, "nbytes": f.nbytes, "timer": "ratio"})
+    if results and results[0].link_limit_GBps:
+        rows.append({"quantity": f"{results[0].link} (link limit)", "value": results[0].link_limit_GBps, "unit": "GB/s",
+                     "bandwidth_direction": "unidirectional", "direction": "", "nbytes": None, "timer": "spec"})
+    frame = pd.DataFrame(rows)
+    frame["nbytes"] = frame["nbytes"].astype("Int64")
+    return frame
+
+
+def record(folder, quick: bool, env: dict) -> list[str]:
+    """`labkit record`: the fidelity check at DEFAULT_NBYTES, where a GPU exists."""
+    if not env.get("cuda_available"):
+        return []
+    from .record import measured_meta
+    from .reference import write_dataset
+
+    results = check(DEFAULT_NBYTES)
+    write_dataset(folder, "fidelity_points", to_frame(results), measured_meta(
+        env, kind="point", title="fidelity: labkit vs raw CUDA-runtime pinned copies", bandwidth_direction="mixed",
+        method=("labkit.fidelity.check: labkit.transfer.gpu_copy_sweep (median of 10 samples) and labkit.fidelity.raw_copy "
+                f"({RAW_REPEATS} samples of {RAW_INNER} cudaMemcpyAsync between cudaEvents on one stream), one process"),
+        caveats=("ratio = labkit / raw; the link limit is computed from the PCIe spec for the link NVML reports, "
+                 "not measured")))
+    return ["fidelity_points"]

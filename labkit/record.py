@@ -26,6 +26,7 @@ RECORDERS = {
     "p2p": "labkit.p2p",
     "allreduce": "labkit.collectives_bench",
     "ladder": "labkit.hierarchy",
+    "fidelity": "labkit.fidelity",
 }
 
 

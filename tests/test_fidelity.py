@@ -46,3 +46,17 @@ def test_gpu_fidelity_within_tolerance():
     assert [r.direction for r in results] == ["h2d", "d2h"]
     for r in results:
         assert r.ok, fidelity.summary(results)
+
+
+def test_to_frame_matches_the_point_schema_and_record_skips_without_gpu(tmp_path):
+    import pandas as pd
+
+    from labkit.reference import validate_frame
+
+    f = fidelity.Fidelity("h2d", 2**28, _m([5e-3] * 5), _m([5.05e-3] * 5), 63.02, "PCIe Gen5 x16")
+    frame = fidelity.to_frame([f])
+    validate_frame(frame.copy(), {"kind": "point", "bandwidth_direction": "mixed"}, tmp_path / "x.csv")
+    assert list(frame.timer) == ["labkit", "raw cudaMemcpyAsync + cudaEvent", "ratio", "spec"]
+    assert frame.value[2] == pytest.approx(frame.value[0] / frame.value[1])
+    assert pd.isna(frame.nbytes[3])
+    assert fidelity.record(tmp_path, True, {"cuda_available": False}) == []
