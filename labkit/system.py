@@ -334,15 +334,13 @@ def diagnose(env: dict) -> list[tuple[str, str]]:
             elif mine and gpu_cpus and not mine <= gpu_cpus:
                 out.append(("info", f"{name} is on NUMA node {node}; this process may also run on other "
                                     f"nodes. For stable numbers bind it: `numactl --cpunodebind={node} --membind={node}`."))
-    peers = env.get("peer_access") or {}
-    blocked = [k for k, v in peers.items() if not v]
-    if blocked:
-        out.append(("warn", f"peer access unavailable for {', '.join(blocked)}: GPU↔GPU copies are staged "
-                            "through host memory. Usual causes: consumer GPUs (P2P disabled by the driver), "
-                            "IOMMU/ACS enabled on the PCIe switches, a virtual machine, or GPUs under "
-                            "different CPU sockets (SYS in `nvidia-smi topo -m`)."))
-    elif peers:
-        out.append(("ok", "peer access available between every GPU pair"))
+    # Peer access, pair by pair, with the likely cause read from the topology (labkit.p2p).
+    from .p2p import doctor_findings
+
+    out += doctor_findings(env)
+    if (env.get("cuda_device_count") or 0) >= 2:
+        out.append(("info", "peer access says a path exists, not how fast it is: `labkit bench p2p` measures every "
+                            "pair and flags pairs slower than their link type promises"))
     if env.get("topology"):
         try:
             topo = parse_topology(env["topology"])

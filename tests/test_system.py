@@ -61,3 +61,15 @@ def test_sys_pairs_from_topology_are_reported():
 def test_report_on_this_machine_runs():
     text = doctor_report(environment())
     assert "labkit" in text and ("[OK  ]" in text or "[WARN]" in text)
+
+
+def test_doctor_names_the_pair_link_and_likely_cause_from_topology():
+    topo = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPHB\t0-3\t0\nGPU1\tPHB\t X \t0-3\t0\n"
+    env = {**BASE, "cuda_device_count": 2, "cuda_devices": ["NVIDIA GeForce RTX 4090"] * 2,
+           "gpus": [gpu(), gpu(index=1)], "peer_access": {"0->1": False, "1->0": False}, "topology": topo}
+    out = diagnose(env)
+    warns = [m for lvl, m in out if lvl == "warn" and "peer access" in m]
+    assert len(warns) == 1 and warns[0].startswith("GPU0↔GPU1 (PHB)") and "GeForce" in warns[0]
+    assert any("labkit bench p2p" in m for lvl, m in out if lvl == "info")
+    healthy = diagnose({**env, "peer_access": {"0->1": True, "1->0": True}})
+    assert ("ok", "peer access available between every GPU pair") in healthy
