@@ -82,3 +82,16 @@ def test_interrupted_record_leaves_previous_profile_or_nothing(tmp_path, sig, pr
         assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     else:
         assert not out.exists()
+
+
+@pytest.mark.notebook
+def test_a_recorded_profile_folder_is_replayed_by_a_notebook(tmp_path, run_nb):
+    """An instructor's `labkit record` folder, given as reference=, is what notebook 01 shows first."""
+    import shutil
+
+    prof = tmp_path / "classroom_node"  # a real recorded profile (1x H100), as an instructor would hand it out
+    shutil.copytree(reference.profile_path("h100_pcie5_vm_20261123"), prof)
+    r = run_nb("01_pcie_latency_curve", reference=str(prof))
+    assert r["reference"] == str(prof)
+    assert r["datasets"][0] == "gpu_copy_sweep"  # the profile's sweep, ahead of the shipped ones
+    assert r["all_checks_passed"], r["checks"]
