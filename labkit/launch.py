@@ -9,20 +9,31 @@ value comes back in `results[rank]`. How it works, step by step:
 
 1. The parent opens a `TCPStore` on 127.0.0.1 with port 0, so the operating system picks a free
    port and no other program can take it between choosing and binding (the rendezvous every
-   rank joins; the parent owns it, so it outlives any rank that dies).
+   rank joins; the parent owns it, so it outlives any rank that dies). A port named with
+   `port=` must be free, or `PortInUse` says so; a port named only by `MASTER_PORT` in the
+   environment is used if free, else a free one is picked with a warning.
 2. It starts the ranks with the *spawn* start method (fresh interpreters: CUDA and Jupyter both
    need it). Spawn pickles `worker_fn` by name, so it must live in an importable module, not in
    a notebook cell — `launch` checks this and says so.
-3. Each rank applies `env`, joins the group with `timeout_s` as the collective timeout, runs the
+3. Each rank applies `env`, says on its pipe that it has arrived, joins the group with
+   `timeout_s` as the init_process_group timeout (rendezvous and collectives: torch's own
+   timeout, so a rank waiting for a peer never waits forever), says that it has joined, runs the
    worker, and sends back its result or its formatted traceback through its own pipe.
 4. The parent waits on the pipes and the process sentinels together. The first rank to fail
-   (an exception, or dying without a word) ends the run: `RankFailed` names the rank and carries
-   its traceback. If `timeout_s` passes first, `LaunchTimeout` names the ranks still running.
+   (an exception, or dying without a word — a signal is named, e.g. SIGKILL) ends the run:
+   `RankFailed` names the rank and carries its traceback. If the group has not formed within
+   `setup_timeout_s` (default: `timeout_s`), `SetupTimeout` names the ranks that never arrived
+   (never called init_process_group). If `timeout_s` passes first, `LaunchTimeout` names the
+   ranks still running.
 5. Whatever happened, a `finally` block terminates, kills and joins every rank, so no process
    is left behind.
 
 Return plain values or CPU tensors: results are pickled by value (never through shared memory,
 which would tie the parent to a child that is about to exit).
+
+At most `MAX_RANKS` ranks; the check comes before anything is started. For teaching and tests,
+`env={"LABKIT_SETUP_DELAY": "R:SECONDS"}` makes rank R sleep that long before set-up (a peer
+that arrives late, or never).
 """
 
 from __future__ import annotations
@@ -32,8 +43,10 @@ import datetime as _dt
 import multiprocessing as _mp
 import os
 import pickle
+import signal
 import time
 import traceback
+import warnings
 from multiprocessing.connection import wait as _wait
 from typing import Callable, Sequence
 
@@ -52,6 +65,15 @@ FAILURE_GRACE_S = 0.5
 #: cores (gloo's own reductions are single-threaded per rank anyway).
 DEFAULT_THREADS_PER_RANK = 1
 HOST = "127.0.0.1"
+#: Most ranks one launch may start. Each rank is a whole Python interpreter with torch imported
+#: (a few hundred MB of memory and seconds of start-up each) and gloo connects every pair of ranks
+#: (N·(N−1) sockets on one host), so far beyond this a launch on one machine runs out of memory or
+#: file descriptors before it teaches anything. A fixed number, not one derived from os.cpu_count():
+#: oversubscribing cores is slow but legal (the notebooks run 4-5 ranks on 2 cores), and a bad
+#: --ranks must fail the same way on every machine.
+MAX_RANKS = 64
+#: Environment variable (passed through `env=`) that delays set-up on chosen ranks: "R:SECONDS[,R:SECONDS]".
+SETUP_DELAY_VAR = "LABKIT_SETUP_DELAY"
 
 
 class LaunchError(RuntimeError):
@@ -83,6 +105,36 @@ class LaunchTimeout(LaunchError):
                          "look for a straggler or a mismatched send/recv)")
 
 
+class SetupTimeout(LaunchTimeout):
+    """The process group did not form in time; `.missing` lists the ranks that never arrived (never
+    called init_process_group), `.waiting` those that did and waited for them."""
+
+    def __init__(self, timeout_s: float, pending: Sequence[int], missing: Sequence[int], waiting: Sequence[int]):
+        self.timeout_s, self.pending = timeout_s, list(pending)
+        self.missing, self.waiting = list(missing), list(waiting)
+        names = lambda rs: ", ".join(map(str, rs))  # noqa: E731
+        if self.missing:
+            text = (f"set-up timed out after {timeout_s:g} s: rank(s) {names(self.missing)} did not arrive (never "
+                    "called init_process_group: the process did not start, is still starting, or is stuck before "
+                    "set-up)")
+            if self.waiting:
+                text += f"; rank(s) {names(self.waiting)} waited for them in init_process_group"
+        else:
+            text = (f"set-up timed out after {timeout_s:g} s: rank(s) {names(self.waiting)} called "
+                    "init_process_group but the group did not form")
+        LaunchError.__init__(self, text)
+
+
+class PortInUse(LaunchError):
+    """The rendezvous port that was asked for is taken by another program."""
+
+    def __init__(self, port: int, source: str):
+        self.port = port
+        super().__init__(f"port {port} on {HOST} ({source}) is already in use — another program, or an earlier "
+                         "launch still running, is listening on it. Name another port, or leave the port out "
+                         "(port=None, no MASTER_PORT) so the operating system picks a free one.")
+
+
 @dataclasses.dataclass(frozen=True)
 class RankInfo:
     """What a worker may want to know beyond rank and world size (see `rank_info()`)."""
@@ -112,7 +164,8 @@ def rank_device():
 
 def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeout_s: float = DEFAULT_TIMEOUT_S,
            args: Sequence = (), kwargs: dict | None = None, env: dict | None = None,
-           threads_per_rank: int | None = DEFAULT_THREADS_PER_RANK) -> list:
+           threads_per_rank: int | None = DEFAULT_THREADS_PER_RANK, setup_timeout_s: float | None = None,
+           port: int | None = None) -> list:
     """Run `worker_fn(rank, world_size, *args, **kwargs)` on `world_size` processes; return results by rank.
 
     backend: "gloo" (CPU, always available) or "nccl" (one CUDA device per rank, rank i on GPU i).
@@ -120,13 +173,24 @@ def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeo
     env: extra environment variables for the ranks only (e.g. {"NCCL_ALGO": "Ring"}); set before
          the process group is created. The parent's environment is not changed.
     threads_per_rank: torch.set_num_threads in each rank (None leaves torch's default).
-    Raises RankFailed (naming the rank, with its traceback) or LaunchTimeout; leaves no process behind.
+    setup_timeout_s: seconds (from the start of the launch, process start-up included) for every rank to
+         join the group; default and upper limit `timeout_s`.
+    port: rendezvous port on 127.0.0.1; None: MASTER_PORT from the environment if set and free, else a
+         free port the operating system picks. A `port` given here that is taken raises PortInUse.
+    Raises ValueError before anything starts for bad arguments (e.g. more than MAX_RANKS ranks);
+    RankFailed (naming the rank, with its traceback), SetupTimeout (naming the ranks that did not
+    arrive), LaunchTimeout or PortInUse otherwise; leaves no process behind.
     """
     world_size = _check(worker_fn, world_size, backend, timeout_s)
-    import torch.distributed as dist
+    if setup_timeout_s is None:
+        setup_timeout_s = timeout_s
+    if not 0 < setup_timeout_s <= timeout_s:
+        raise ValueError(f"setup_timeout_s must be positive and at most timeout_s ({timeout_s:g}), "
+                         f"got {setup_timeout_s}")
+    port, source = _choose_port(port)
 
     ctx = _mp.get_context("spawn")
-    store = dist.TCPStore(HOST, 0, None, True, timeout=_dt.timedelta(seconds=timeout_s), wait_for_workers=False)
+    store = _open_store(port, source, timeout_s)
     procs, conns, finished = [], [], False
     try:
         for rank in range(world_size):
@@ -138,7 +202,7 @@ def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeo
             send_end.close()  # the parent keeps only the reading end, so EOF means the child is gone
             procs.append(p)
             conns.append(recv_end)
-        results = _collect(procs, conns, timeout_s)
+        results = _collect(procs, conns, timeout_s, setup_timeout_s)
         finished = True
         return results
     finally:
@@ -148,12 +212,57 @@ def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeo
         del store
 
 
-def _check(worker_fn, world_size, backend, timeout_s) -> int:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+def check_world_size(world_size: int) -> int:
+    """`world_size` as an int, or ValueError if it is below 1 or above MAX_RANKS (nothing is started)."""
     n = int(world_size)
     if n < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if n > MAX_RANKS:
+        raise ValueError(f"{n} ranks is more than labkit.launch allows on one machine (MAX_RANKS = {MAX_RANKS}: each "
+                         "rank is a full Python process with torch, and gloo connects every pair); use fewer ranks")
+    return n
+
+
+def _choose_port(port):
+    """(port, where it came from): an explicit port, else MASTER_PORT, else 0 (the OS picks)."""
+    if port is not None:
+        source = "port="
+    elif os.environ.get("MASTER_PORT", "").strip():
+        port, source = os.environ["MASTER_PORT"].strip(), "MASTER_PORT"
+    else:
+        return 0, "free port"
+    try:
+        port = int(port)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source} must be a port number, got {port!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{source} must be a port number between 0 and 65535, got {port}")
+    return port, source
+
+
+def _open_store(port: int, source: str, timeout_s: float):
+    """The parent's TCPStore (the rendezvous) on HOST:port; a taken port is named, or replaced if not asked for."""
+    import torch.distributed as dist
+
+    def store_on(p):
+        return dist.TCPStore(HOST, p, None, True, timeout=_dt.timedelta(seconds=timeout_s), wait_for_workers=False)
+
+    try:
+        return store_on(port)
+    except RuntimeError as e:  # DistNetworkError
+        if port == 0 or "EADDRINUSE" not in str(e) and "in use" not in str(e):
+            raise
+        if source == "port=":
+            raise PortInUse(port, "asked for with port=") from None
+    warnings.warn(f"MASTER_PORT={port} is already in use on {HOST}; labkit.launch uses a free port instead",
+                  RuntimeWarning, stacklevel=3)
+    return store_on(0)
+
+
+def _check(worker_fn, world_size, backend, timeout_s) -> int:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    n = check_world_size(world_size)
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     if not callable(worker_fn):
@@ -174,17 +283,23 @@ def _check(worker_fn, world_size, backend, timeout_s) -> int:
     return n
 
 
-def _collect(procs, conns, timeout_s: float) -> list:
+def _collect(procs, conns, timeout_s: float, setup_timeout_s: float | None = None) -> list:
     """Wait for every rank's report; raise for the first failure in time, or at the deadline.
 
     When one rank fails inside a collective its peers usually fail a moment later ("connection
     closed by peer"). Those are echoes, so after the first failure report the parent listens for
     `FAILURE_GRACE_S` more and blames the rank whose exception happened *first* (each rank stamps
     its failure with the system-wide monotonic clock); the echoes go into `RankFailed.others`.
+
+    Each rank also says when it has arrived (is about to call init_process_group) and when it has
+    joined the group; a group not formed by `setup_timeout_s` ends the run with `SetupTimeout`,
+    naming the ranks that never arrived.
     """
-    deadline = time.monotonic() + timeout_s
-    results: dict[int, object] = {}
-    failures: dict[int, tuple[float, str, str]] = {}  # rank -> (when, error, traceback)
+    start = time.monotonic()
+    deadline = start + timeout_s
+    setup_deadline = start + (timeout_s if setup_timeout_s is None else min(setup_timeout_s, timeout_s))
+    n = len(procs)
+    st = _Reports()
     by_conn = {id(c): r for r, c in enumerate(conns)}
     by_sentinel = {p.sentinel: r for r, p in enumerate(procs)}
     open_conns = list(conns)
@@ -192,56 +307,98 @@ def _collect(procs, conns, timeout_s: float) -> list:
     first_failure_seen = float("inf")  # parent's clock when it first learnt of a failure
 
     def settled(r):
-        return r in results or r in failures
+        return r in st.results or r in st.failures
 
-    while not all(settled(r) for r in range(len(procs))):
+    while not all(settled(r) for r in range(n)):
         now = time.monotonic()
-        if failures and now >= first_failure_seen + FAILURE_GRACE_S:
+        formed = len(st.joined) == n
+        if st.failures and now >= first_failure_seen + FAILURE_GRACE_S:
             break
-        if now >= deadline:
-            if failures:
+        if now >= deadline or (not formed and now >= setup_deadline):
+            if st.failures:
                 break
-            raise LaunchTimeout(timeout_s, [r for r in range(len(procs)) if not settled(r)])
-        wait_s = deadline - now if not failures else FAILURE_GRACE_S / 10
+            if not formed:
+                raise _setup_timeout(setup_deadline - start, n, st)
+            raise LaunchTimeout(timeout_s, [r for r in range(n) if not settled(r)])
+        limit = deadline if formed else min(deadline, setup_deadline)
+        wait_s = max(0.0, limit - now) if not st.failures else FAILURE_GRACE_S / 10
         watch = open_conns + [p.sentinel for r, p in enumerate(procs) if not settled(r)]
         for ready in _wait(watch, timeout=wait_s):
             if isinstance(ready, int):  # a process exited: did it report before going?
                 r = by_sentinel[ready]
-                if conns[r] in open_conns and conns[r].poll(REPORT_GRACE_S):
-                    _take(conns[r], r, results, failures, open_conns)
+                while conns[r] in open_conns and conns[r].poll(REPORT_GRACE_S):
+                    _take(conns[r], r, st, open_conns)
                 if not settled(r):
                     procs[r].join(REPORT_GRACE_S)
                     code = procs[r].exitcode
-                    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                     # A silent death is never an echo of another rank's failure, and the parent notices
                     # it late, so it sorts before every reported exception (time = -inf).
-                    failures[r] = (float("-inf"), f"process ended ({how}) without reporting a result",
-                                   "(no Python traceback: the process crashed, was killed, or failed while starting "
-                                   "— its stderr, e.g. the terminal running Jupyter, may say why; a script that "
-                                   "calls launch() must guard it with `if __name__ == '__main__':`)")
+                    st.failures[r] = (float("-inf"), f"process ended ({_exit_text(code)}) without reporting a result",
+                                      "(no Python traceback: the process crashed, was killed, or failed while "
+                                      "starting — its stderr, e.g. the terminal running Jupyter, may say why; a "
+                                      "script that calls launch() must guard it with "
+                                      "`if __name__ == '__main__':`)")
             elif ready in open_conns:
-                _take(ready, by_conn[id(ready)], results, failures, open_conns)
-        if failures and first_failure_seen == float("inf"):
+                _take(ready, by_conn[id(ready)], st, open_conns)
+        if st.failures and first_failure_seen == float("inf"):
             first_failure_seen = time.monotonic()
-    if failures:
-        first = min(failures, key=lambda r: failures[r][0])
-        _, error, tb = failures[first]
-        raise RankFailed(first, error, tb, {r: f[1] for r, f in failures.items() if r != first})
-    return [results[r] for r in range(len(procs))]
+    if st.failures:
+        missing = [r for r in range(n) if r not in st.arrived and r not in st.failures]
+        if missing and all(r not in st.joined and "timeout" in st.failures[r][1].lower() for r in st.failures):
+            # The failed ranks timed out in init_process_group waiting for peers that never came.
+            raise _setup_timeout(time.monotonic() - start, n, st)
+        first = min(st.failures, key=lambda r: st.failures[r][0])
+        _, error, tb = st.failures[first]
+        raise RankFailed(first, error, tb, {r: f[1] for r, f in st.failures.items() if r != first})
+    return [st.results[r] for r in range(n)]
 
 
-def _take(conn, rank: int, results: dict, failures: dict, open_conns: list) -> None:
+def _exit_text(code) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name} ({-code})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _setup_timeout(waited_s: float, n: int, st: "_Reports") -> SetupTimeout:
+    pending = [r for r in range(n) if r not in st.results]
+    missing = [r for r in range(n) if r not in st.arrived]
+    waiting = [r for r in range(n) if r in st.arrived and r not in st.joined]
+    return SetupTimeout(round(waited_s, 1), pending, missing, waiting)
+
+
+class _Reports:
+    """What the ranks have said so far."""
+
+    def __init__(self):
+        self.results: dict[int, object] = {}
+        self.failures: dict[int, tuple[float, str, str]] = {}  # rank -> (when, error, traceback)
+        self.arrived: set[int] = set()  # about to call init_process_group
+        self.joined: set[int] = set()  # init_process_group returned
+
+
+def _take(conn, rank: int, st: _Reports, open_conns: list) -> None:
+    """Read one message of `rank`; its last one (result or error) or EOF closes its pipe for listening."""
     try:
         payload = conn.recv_bytes()
-    except EOFError:
+    except (EOFError, OSError):
         open_conns.remove(conn)
         return
-    open_conns.remove(conn)
     status, value = pickle.loads(payload)
+    if status == "arrived":
+        st.arrived.add(rank)
+        return
+    if status == "joined":
+        st.arrived.add(rank)
+        st.joined.add(rank)
+        return
+    open_conns.remove(conn)
     if status == "ok":
-        results[rank] = value
+        st.results[rank] = value
     else:
-        failures[rank] = value  # (when, error, traceback)
+        st.failures[rank] = value  # (when, error, traceback)
 
 
 def _shutdown(procs, let_exit_s: float = 0.0) -> None:
@@ -262,6 +419,15 @@ def _shutdown(procs, let_exit_s: float = 0.0) -> None:
         p.close()
 
 
+def _setup_delay(spec: str, rank: int) -> float:
+    """Seconds rank `rank` sleeps before set-up, from SETUP_DELAY_VAR ("R:SECONDS[,R:SECONDS]")."""
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        r, _, seconds = part.partition(":")
+        if int(r) == rank:
+            return float(seconds)
+    return 0.0
+
+
 def _child(worker_fn, rank, world_size, backend, port, timeout_s, args, kwargs, env, threads, conn):
     """Entry point of one rank (runs in the spawned process)."""
     global _INFO
@@ -277,9 +443,14 @@ def _child(worker_fn, rank, world_size, backend, port, timeout_s, args, kwargs, 
             torch.cuda.set_device(rank)
             device = f"cuda:{rank}"
         _INFO = RankInfo(rank, world_size, backend, device)
+        delay = _setup_delay(os.environ.get(SETUP_DELAY_VAR, ""), rank)
+        if delay:
+            time.sleep(delay)
+        conn.send_bytes(pickle.dumps(("arrived", time.monotonic())))
         timeout = _dt.timedelta(seconds=timeout_s)
         store = dist.TCPStore(HOST, port, None, False, timeout=timeout)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+        conn.send_bytes(pickle.dumps(("joined", time.monotonic())))
         value = worker_fn(rank, world_size, *args, **kwargs)
         payload = pickle.dumps(("ok", value))
     except BaseException as e:  # report everything, KeyboardInterrupt and SystemExit included

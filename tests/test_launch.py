@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import time
 
 import pytest
 
-from labkit.launch import LaunchTimeout, RankFailed, launch, rank_info
+from labkit.launch import (MAX_RANKS, SETUP_DELAY_VAR, LaunchTimeout, PortInUse, RankFailed, SetupTimeout, launch,
+                           rank_info)
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +45,17 @@ def exit_abruptly(rank, world_size):
     if rank == 1:
         os._exit(3)
     time.sleep(600)
+
+
+def killed_mid_collective(rank, world_size, victim):
+    import torch
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.ones(4))  # the group works
+    if rank == victim:
+        os.kill(os.getpid(), signal.SIGKILL)  # no Python exit path, no report: the parent sees only the death
+    dist.all_reduce(torch.ones(1 << 16))  # the others are inside this collective when the victim dies
+    return rank
 
 
 def _children() -> set[int]:
@@ -120,3 +134,57 @@ def test_bad_arguments_fail_before_any_process_starts(no_leftovers):
         launch(sum_of_ranks, 2, backend="mpi")
     with pytest.raises(ValueError, match="world_size"):
         launch(sum_of_ranks, 0)
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_the_signal(no_leftovers):
+    t0 = time.monotonic()
+    with pytest.raises(RankFailed) as e:
+        launch(killed_mid_collective, 3, timeout_s=30, args=(1,))
+    assert time.monotonic() - t0 < 30
+    assert e.value.rank == 1
+    assert "rank 1 failed" in str(e.value) and "SIGKILL" in str(e.value)
+
+
+def test_a_peer_that_never_arrives_times_out_set_up_naming_it(no_leftovers):
+    """Rank 2 sleeps before set-up, so it never calls init_process_group; the others wait for it there."""
+    t0 = time.monotonic()
+    with pytest.raises(SetupTimeout) as e:
+        launch(sum_of_ranks, 3, timeout_s=60, setup_timeout_s=12, args=("x",), env={SETUP_DELAY_VAR: "2:600"})
+    took = time.monotonic() - t0
+    assert 12 <= took < 12 + 10  # the set-up timeout plus the terminate/kill grace, far below timeout_s
+    assert e.value.missing == [2] and e.value.waiting == [0, 1]
+    assert isinstance(e.value, LaunchTimeout)  # callers catching LaunchTimeout still catch it
+    assert "rank(s) 2 did not arrive" in str(e.value) and "init_process_group" in str(e.value)
+
+
+def _held_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s, s.getsockname()[1]
+
+
+def test_a_port_in_use_is_named_and_nothing_starts(no_leftovers):
+    held, port = _held_port()
+    with held:
+        with pytest.raises(PortInUse, match=f"port {port} .*already in use"):
+            launch(sum_of_ranks, 2, timeout_s=30, args=("x",), port=port)
+
+
+def test_a_taken_master_port_falls_back_to_a_free_port(no_leftovers, monkeypatch):
+    held, port = _held_port()
+    with held:
+        monkeypatch.setenv("MASTER_PORT", str(port))
+        with pytest.warns(RuntimeWarning, match=f"MASTER_PORT={port} is already in use"):
+            out = launch(sum_of_ranks, 2, timeout_s=60, args=("x",))
+    assert [r["sum"] for r in out] == [1.0, 1.0]
+
+
+def test_more_ranks_than_allowed_fail_before_anything_starts(no_leftovers):
+    assert MAX_RANKS == 64
+    with pytest.raises(ValueError, match="MAX_RANKS = 64"):
+        launch(sum_of_ranks, MAX_RANKS + 1, args=("x",))
+    with pytest.raises(ValueError, match="setup_timeout_s"):
+        launch(sum_of_ranks, 2, timeout_s=10, setup_timeout_s=20, args=("x",))
+    with pytest.raises(ValueError, match="port"):
+        launch(sum_of_ranks, 2, port=70000, args=("x",))
