@@ -109,9 +109,10 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
     Records carry the nccl-tests quantities (seconds, algbw_GBps, busbw_GBps) and the raw samples
     (`samples_s`: per repetition, the slowest rank's time).
     """
-    from .launch import launch
+    from .launch import check_world_size, launch
     from .ring import IMPLEMENTATIONS
 
+    world_size = check_world_size(world_size)  # before anything else: nothing starts for a bad --ranks
     unknown = [i for i in impls if i not in IMPLEMENTATIONS]
     if unknown:
         raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(IMPLEMENTATIONS)}")
@@ -184,7 +185,8 @@ def ratio_to_library(records, impl: str = "ring") -> dict[int, float]:
 # --------------------------------------------------------------------------- command line
 def bench_arguments(p, name: str) -> None:
     p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"], help="gloo (CPU) or nccl (one GPU per rank)")
-    p.add_argument("--ranks", type=int, default=4, help="processes on this machine (default 4)")
+    p.add_argument("--ranks", type=int, default=4,
+                   help="processes on this machine (default 4, at most labkit.launch.MAX_RANKS)")
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"buffer sizes S, e.g. 4MiB,64MiB (default {DEFAULT_SIZES})")
     p.add_argument("--impl", default=DEFAULT_IMPLS,
                    help="comma-separated: ring, ring_simple, library, naive, tree, recursive_doubling "

@@ -52,8 +52,9 @@ def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
 
 def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: int = 3, timeout_s: float = 120.0) -> dict:
     """`runs` ring runs inside one launch, then `launches` consecutive launches; counts before/after."""
-    from .launch import launch
+    from .launch import check_world_size, launch
 
+    world_size = check_world_size(world_size)  # nothing starts for a bad --ranks
     fds0, kids0 = open_fds(), child_processes()
     t0 = time.perf_counter()
     per_rank = launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(runs, nbytes))
@@ -74,7 +75,8 @@ def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: i
 def bench_arguments(p, name: str) -> None:
     p.add_argument("--runs", type=int, default=50, help="ring all-reduces inside one launch")
     p.add_argument("--launches", type=int, default=3, help="further consecutive launches")
-    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--ranks", type=int, default=4,
+                   help="processes (default 4, at most labkit.launch.MAX_RANKS)")
     p.add_argument("--size", default="1MiB")
 
 

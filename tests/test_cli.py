@@ -61,6 +61,28 @@ def test_bad_input_gets_a_clear_error(args, needle):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("bench,ranks", [("allreduce", "10000"), ("soak", "10000"), ("allreduce", "0"), ("soak", "-1")])
+def test_a_bad_rank_count_is_refused_before_anything_starts(bench, ranks, capsys):
+    import time
+
+    from test_launch import _children  # psutil where installed, /proc otherwise
+
+    before = _children()
+    t0 = time.monotonic()
+    assert main(["bench", bench, "--ranks", ranks, "--timeout" if bench == "allreduce" else "--runs", "5"]) == 2
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 5  # no rank was started (starting one takes seconds)
+    assert _children() - before == set()
+    assert ("MAX_RANKS = 64" if ranks == "10000" else "world_size must be >= 1") in err, err
+    assert "Traceback" not in err
+
+
+def test_labkit_bench_allreduce_with_10000_ranks_exits_2_with_the_limit():
+    r = labkit("bench", "allreduce", "--ranks", "10000")
+    assert r.returncode == 2 and "10000 ranks" in r.stderr and "MAX_RANKS = 64" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
 def test_copy_bench_without_gpu_says_what_is_missing():
     import torch
 
