@@ -1,5 +1,7 @@
 """Notebook 02 (pinned vs pageable) executed by papermill in reference mode, asserting on its results JSON."""
 
+import math
+
 import pytest
 
 
@@ -37,4 +39,16 @@ def test_nb02_reference_mode(run_nb):
     assert r["all_checks_passed"], r["checks"]
     assert {"pinned_cap_enforced", "figures_labelled", "pitfall_wrong_before_sync"} <= set(r["checks"])
     assert set(ex["exercises"].values()) == {"not attempted"}
+    # the interview numbers come from this run: the replayed H100 sweep and pin cost, per direction
+    iv = ex["interview"]
+    assert iv["ratio_source"].startswith("recorded:") and "H100" in iv["ratio_source"]
+    for direction in ("h2d", "d2h"):
+        ratio = iv[f"ratio_{direction}"]
+        assert math.isfinite(ratio) and ratio > 1.0  # pinned beats pageable at the largest size
+        assert r["numbers"]["ratio_min"] <= ratio <= r["numbers"]["ratio_max"]  # it is one of the ratios shown
+    assert iv["ratio_nbytes"] == 1 << 30  # the sweep's largest size (4 B .. 1 GiB)
+    assert math.isfinite(iv["break_even_copies"])
+    assert iv["break_even_copies"] == pytest.approx(r["numbers"]["break_even_copies_largest"])
+    assert iv["break_even_size_bytes"] == r["numbers"]["break_even_size_bytes"]
+    assert iv["break_even_source"] == ex["pin_cost"]["pin"]
     assert r["_seconds"] < 60
