@@ -38,4 +38,15 @@ def test_nb03_reference_mode(run_nb):
     assert ex["widget"]["overlapped_step_s"] <= ex["widget"]["serial_step_s"]
     assert set(ex["exercises"].values()) == {"not attempted"}
     assert any("copy_sweep" not in d and "nvbandwidth" in d for d in r["datasets"])
+    # the interview numbers come from this run: host threads measured here, the GPU run replayed
+    iv, n = ex["interview"], r["numbers"]
+    assert iv["host_source"] == ex["host_overlap"]["source"]
+    assert iv["host_eta_at_ratio_1"] == n["host_efficiency_at_ratio_1"]
+    assert iv["gpu_source"] == ex["overlap"]["source"]
+    assert iv["gpu_eta_pinned"] == pytest.approx(n["gpu_efficiency_pinned"])
+    assert iv["gpu_eta_pageable"] == pytest.approx(n["gpu_efficiency_pageable"])
+    assert all(math.isfinite(iv[k]) for k in ("gpu_eta_pinned", "gpu_eta_pageable", "gpu_duplex_retained"))
+    assert iv["gpu_eta_pinned"] > 0.8 > 0.3 > iv["gpu_eta_pageable"]  # pageable memory kills overlap
+    # H2D + D2H at once: faster than one after the other, slower than two independent links
+    assert 0.5 < iv["gpu_duplex_retained"] < 1
     assert r["_seconds"] < 60
