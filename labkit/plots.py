@@ -6,18 +6,55 @@ markers; model = dashed, its label starting with "model:"; spec = dotted horizon
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from .units import format_bytes
 
 MEASURED, RECORDED, MODEL, SPEC = "measured", "recorded", "model", "spec"
 
+# Inside `detached_figures()`: the list that collects the figures `figure()` makes, off pyplot.
+_detached: contextvars.ContextVar[list | None] = contextvars.ContextVar("labkit_detached_figures", default=None)
+
 
 def figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float = 4.2):
-    import matplotlib.pyplot as plt
+    """A figure and its axes (one Axes, or a flat array of them); a pyplot figure unless detached."""
+    figsize = (width * ncols, height * nrows)
+    collected = _detached.get()
+    if collected is None:
+        import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+        fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
+    else:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        collected.append(fig)
     return fig, (axes[0, 0] if nrows * ncols == 1 else axes.ravel())
+
+
+@contextlib.contextmanager
+def detached_figures():
+    """Within this block (in this thread), `figure()` makes figures that pyplot does not know about.
+
+    Yields the list they are appended to. Nothing else can show, draw or close them behind the
+    caller's back: pyplot's registry is global to the process, and in a Jupyter kernel other
+    threads use it — JupyterLab sends widget messages over kernel subshells (threads, ipykernel
+    ≥ 7), and every comm message ends with the inline backend's `flush_figures`, which draws and
+    closes *every* open pyplot figure. `labkit.widgets` draws its views this way and displays the
+    figures itself.
+    """
+    figs: list = []
+    token = _detached.set(figs)
+    try:
+        yield figs
+    finally:
+        _detached.reset(token)
 
 
 def size_axis(ax, axis: str = "x") -> None:

@@ -147,13 +147,15 @@ def draw_ring_state(trace: RingTrace, k: int, ax=None):
     Cells that just received data are outlined (red: added in, reduce-scatter; blue: copied,
     all-gather); colour depth = how many ranks' inputs the cell holds (dark = complete sum).
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from . import plots
 
     n = trace.world_size
     k = max(0, min(int(k), len(trace.steps)))
     state = trace.states[k]
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.2 * n + 2.5, 0.7 * n + 1.6))
+        _, ax = plots.figure(width=1.2 * n + 2.5, height=0.7 * n + 1.6)
     fill = np.array([[len(state.contributions[r][c]) for c in range(n)] for r in range(n)], dtype=float)
     ax.imshow(fill, cmap="Greens", vmin=0, vmax=n * 1.25, aspect="auto")
     just = {}
@@ -170,8 +172,8 @@ def draw_ring_state(trace: RingTrace, k: int, ax=None):
                     color="white" if len(who) > 0.7 * n and n > 1 else "black")
             if (r, c) in just:
                 t = just[(r, c)]
-                ax.add_patch(plt.Rectangle((c - 0.46, r - 0.46), 0.92, 0.92, fill=False, lw=2,
-                                           ec="tab:red" if t.phase == RS else "tab:blue"))
+                ax.add_patch(Rectangle((c - 0.46, r - 0.46), 0.92, 0.92, fill=False, lw=2,
+                                       ec="tab:red" if t.phase == RS else "tab:blue"))
     ax.set_xticks(range(n), [f"{c}\n{trace.bounds[c][1] - trace.bounds[c][0]} el" for c in range(n)], fontsize=7)
     ax.set_yticks(range(n), [f"rank {r}" for r in range(n)], fontsize=8)
     ax.set_xlabel("chunk (index; elements in it)")

@@ -4,14 +4,25 @@ Headless runs (papermill, `labkit run`, CI) set LABKIT_HEADLESS=1: then `interac
 view function once with the default values and displays its output directly in the cell, so the
 executed notebook (and its HTML export) holds the figure. With a front end it shows the controls
 and redraws into an Output area on every change. Nothing ever waits for a front end.
+
+Views draw through `labkit.plots.figure()`. A view's figures are made off pyplot
+(`plots.detached_figures`) and displayed here, one by one: a redraw runs in a comm handler, and in
+JupyterLab ≥ 4.4 with ipykernel ≥ 7 comm messages arrive on kernel subshells, i.e. on other
+threads, each followed by the inline backend's `flush_figures`, which draws and closes every
+pyplot figure — a figure the redraw was still drawing came out blank or cut short. Redraws are
+serialised by a lock, so two controls moved at once never interleave in one Output area.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Callable
 
 HEADLESS_ENV = "LABKIT_HEADLESS"
+
+# One redraw at a time, whichever kernel thread (main shell or a subshell) delivers the change.
+_REDRAW_LOCK = threading.RLock()
 
 
 def headless() -> bool:
@@ -40,10 +51,11 @@ def interactive(view: Callable[..., object], controls: dict, *, title: str = "")
     result = {}
 
     def redraw(_change=None):
-        values = {k: c.value for k, c in controls.items()}
-        with out:
-            out.clear_output(wait=True)
-            result["value"] = _show(view, values)
+        with _REDRAW_LOCK:
+            values = {k: c.value for k, c in controls.items()}
+            with out:
+                out.clear_output(wait=True)
+                result["value"] = _show(view, values)
 
     for c in controls.values():
         c.observe(redraw, names="value")
@@ -54,13 +66,45 @@ def interactive(view: Callable[..., object], controls: dict, *, title: str = "")
 
 
 def _show(view, values):
+    """Call `view`, then display the figures it drew — only those, each once — and return its value."""
     import matplotlib.pyplot as plt
+    from matplotlib._pylab_helpers import Gcf
 
-    value = view(**values)
-    figs = plt.get_fignums()
-    if figs:
-        plt.show()
+    from .plots import detached_figures
+
+    before = set(plt.get_fignums())
+    with detached_figures() as figs:
+        value = view(**values)
+    # a view that called pyplot itself: its new figures, not every open one (another cell's)
+    for num in sorted(set(plt.get_fignums()) - before):
+        manager = Gcf.get_fig_manager(num)
+        if manager is not None:
+            figs.append(manager.canvas.figure)
+            plt.close(manager.canvas.figure)
+    for fig in figs:
+        _display_figure(fig)
     return value
+
+
+def _display_figure(fig) -> None:
+    """Display one figure as the kernel's inline backend would (its formats), else as a PNG."""
+    from IPython import get_ipython
+    from IPython.display import Image, display
+
+    shell = get_ipython()
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", {})
+    for mime in ("image/png", "image/svg+xml", "image/jpeg"):
+        try:
+            formatters[mime].lookup(fig)
+        except (KeyError, TypeError):
+            continue
+        display(fig)
+        return
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    display(Image(data=buf.getvalue(), format="png"))
 
 
 def _fmt(v):
