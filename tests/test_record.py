@@ -60,28 +60,98 @@ def test_interrupted_record_leaves_previous_profile_or_nothing(tmp_path, sig, pr
     if previous:
         record(out, quick=True, only=["copy"], progress=lambda *_: None)
         before = {p.name: p.read_bytes() for p in out.iterdir()}
-    code = (
-        "import sys; sys.path.insert(0, %r)\n"
-        "import labkit.record as r\n"
-        "r.RECORDERS = {'slow': 'slow_recorder'}\n"
-        "r.record(%r, force=True)\n" % (str(HERE), str(out))
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "READY"
-        proc.send_signal(sig)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode != 0
+    proc = _record_in_child(out)
+    _interrupt_after_ready(proc, sig)
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert not leftovers, f"partial folders left: {leftovers}"
     if previous:
         assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     else:
         assert not out.exists()
+
+
+@pytest.mark.parametrize("previous", [False, True])
+def test_a_second_interrupt_during_the_clean_up_still_leaves_no_partial_folder(tmp_path, previous):
+    """Ctrl-C pressed twice: the second one arrives just as the partial folder is being removed."""
+    out = tmp_path / "profile"
+    if previous:
+        record(out, quick=True, only=["copy"], progress=lambda *_: None)
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
+    second_ctrl_c = (
+        "import os, shutil, signal\n"
+        "_rmtree = shutil.rmtree\n"
+        "def rmtree(path, *args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return _rmtree(path, *args, **kwargs)\n"
+        "shutil.rmtree = rmtree\n"
+    )
+    proc = _record_in_child(out, prelude=second_ctrl_c)
+    _interrupt_after_ready(proc, signal.SIGINT)
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not leftovers, f"partial folders left: {leftovers}"
+    if previous:
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    else:
+        assert not out.exists()
+
+
+def test_an_interrupt_between_the_two_renames_of_the_swap_leaves_a_whole_profile(tmp_path):
+    """Ctrl-C just after the previous profile was moved aside, before the new one took its place."""
+    out = tmp_path / "profile"
+    record(out, quick=True, only=["copy"], progress=lambda *_: None)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    ctrl_c_mid_swap = (
+        "import os, signal\n"
+        "_replace = os.replace\n"
+        "def replace(src, dst, **kwargs):\n"
+        "    _replace(src, dst, **kwargs)\n"
+        "    if os.fspath(src) == %r:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "os.replace = replace\n" % os.path.realpath(out)
+    )
+    proc = _record_in_child(out, prelude=ctrl_c_mid_swap, env={"SLOW_RECORDER_SLEEP": "0"})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0, f"the Ctrl-C was lost; stderr:\n{err[-3000:]}"
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not leftovers, f"folders left beside the profile: {leftovers}"
+    now = {p.name: p.read_bytes() for p in out.iterdir()} if out.exists() else None
+    new_profile = now is not None and json.loads(now.get("profile.json", b"{}")).get("experiments") == \
+        {"slow": ["half_done"]} and {"half_done.csv", "half_done.meta.json"} <= set(now)
+    assert now == before or new_profile, f"neither the previous profile nor a whole new one: {sorted(now or [])}"
+
+
+def _record_in_child(out: Path, prelude: str = "", env: dict | None = None) -> subprocess.Popen:
+    """`labkit record` into `out` in a child process whose only recorder is tests/slow_recorder.py."""
+    code = (
+        "import sys; sys.path.insert(0, %r)\n" % str(HERE) + prelude +
+        "import labkit.record as r\n"
+        "r.RECORDERS = {'slow': 'slow_recorder'}\n"
+        "r.record(%r, force=True)\n" % str(out)
+    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def _interrupt_after_ready(proc: subprocess.Popen, sig: int, timeout: float = 30) -> None:
+    """Send `sig` once the slow recorder has written half a profile; the child must then exit non-zero."""
+    try:
+        ready = proc.stdout.readline().strip()
+        if ready != "READY":
+            proc.wait(timeout=timeout)
+            pytest.fail(f"the child never reached the slow recorder (rc {proc.returncode}, stdout {ready!r}); "
+                        f"stderr:\n{proc.stderr.read()[-3000:]}")
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"still running {timeout:.0f} s after signal {sig}; stderr:\n{proc.stderr.read()[-3000:]}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, f"exit status 0 after signal {sig}; stderr:\n{proc.stderr.read()[-3000:]}"
 
 
 @pytest.mark.notebook
