@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import nbformat
 import pytest
 
@@ -19,6 +21,8 @@ def test_notebook_is_committed_clean_with_a_parameters_cell():
     text = "\n".join(c.source for c in nb.cells)
     for must in ("<details><summary>", "On your own cluster", "Sources", "session.save()", "check.numeric"):
         assert must in text
+    # interview answers are marked as answers, so the student edition removes them (the questions stay)
+    assert text.count("<details><summary>Answer</summary>") >= 7
 
 
 def test_notebook_runs_in_reference_mode(run_nb):
@@ -28,6 +32,7 @@ def test_notebook_runs_in_reference_mode(run_nb):
     _every_self_check_passed(results)
     _key_numbers(results)
     _recorded_tables_shown(results)
+    _interview_numbers(results)
 
 
 def _gloo_ring_still_runs_live(results):
@@ -61,3 +66,22 @@ def _recorded_tables_shown(results):
 
     shown = set(results["datasets"])
     assert shown <= set(list_datasets(kind="allreduce_sweep")) and len(shown) >= 5
+
+
+def _interview_numbers(results):
+    """The interview cell shows this run's gloo numbers, the same ones the cells above computed."""
+    from labkit.models import allreduce_time
+
+    iv, n = results["experiments"]["interview"], results["numbers"]
+    assert iv["source"].startswith("measured here: ") and "gloo, 4 processes" in iv["source"]
+    assert iv["ratio_nbytes"] == 4 << 20
+    assert iv["ring_over_library_busbw"] == pytest.approx(n["gloo_ring_over_library_busbw_4MiB"])
+    assert iv["alpha_us"] == pytest.approx(n["gloo_fitted_alpha_us"])
+    assert iv["beta_GBps"] == pytest.approx(n["gloo_fitted_beta_GBps"])
+    for key in ("ring_over_library_busbw", "alpha_us", "beta_GBps", "ring_7b_8rank_here_s"):
+        assert math.isfinite(iv[key]) and iv[key] > 0, key
+    # the 7B / 8-rank ring on this run's link, by the same model; gloo over loopback is far below 32 GB/s
+    assert iv["ring_7b_8rank_here_s"] == pytest.approx(allreduce_time(14e9, 8, iv["beta_GBps"], iv["alpha_us"] * 1e-6))
+    assert iv["beta_GBps"] < 32 and iv["ring_7b_8rank_here_s"] * 1e3 > n["model_7b_fp16_8gpu_32GBps_ring_ms"]
+    # recorded 8xH100 (NVLS) plateaus sit above NVLink 4's 450 GB/s per direction: the switch adds
+    assert 450 < iv["recorded_h100_plateau_GBps"] < 500
