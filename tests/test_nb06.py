@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from labkit import slowlink
@@ -45,4 +47,18 @@ def test_nb06_reference_mode(run_nb):
                "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks", "nccl_allreduce_64xh100_8node_ib_sharp_coreweave",
                "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce", "p2p_uni_writes_8xh100_nvswitch_mlengineering"):
         assert ds in r["datasets"], ds
+    # the interview cell: this run's ladder steps and speed-up (measured here), the recorded cliff, the same numbers
+    iv = exp["interview"]
+    assert iv["ladder_host_cache_over_host_memory"] == pytest.approx(n["host_cache_over_dram"])
+    assert iv["ladder_host_memory_over_processes"] == pytest.approx(n["dram_over_processes"])
+    assert all(math.isfinite(v) and v > 1 for k, v in iv.items() if k.startswith("ladder_"))  # each step is down
+    assert iv["flat_over_hierarchical"] == pytest.approx(n["measured_speedup_flat_over_hierarchical"])
+    assert iv["slow_link"].startswith("emulated" if exp["hierarchical_gloo"]["slow_link"] == "emulated" else "real")
+    assert iv["bytes_across"] == {"flat_ring": n["flat_bytes_over_slow_link"],
+                                  "hierarchical": n["hierarchical_bytes_over_slow_link"]}
+    assert iv["cliff_recorded"] == pytest.approx(n["recorded_h100_cliff_1_to_2_nodes"]) and iv["cliff_recorded"] > 1
+    assert iv["cliff_source"].startswith("recorded: H100") and "nccl-tests" in iv["cliff_source"]
+    assert iv["spec_nvlink_over_nic"] == pytest.approx(450 / 50)  # NVLink 4 vs NDR 400 Gb/s, per direction
+    assert iv["recorded_nvlink_over_nic"] == pytest.approx(n["recorded_nvlink_over_network"])
+    assert 1 < iv["recorded_nvlink_over_nic"] < iv["spec_nvlink_over_nic"] * 1.2
     assert r["_seconds"] < 120
