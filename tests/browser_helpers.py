@@ -456,6 +456,21 @@ def _wait_change(page, box, before: str, timeout_s: float) -> bool:
     return False
 
 
+def _wait_images(box, n: int, timeout_s: float) -> bool:
+    """True once the widget's output area holds at least `n` loaded images (False after `timeout_s`)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        loaded = box.evaluate(f"""b => {{
+            const o = b.querySelector('{WIDGET_OUTPUT}');
+            return o ? Array.from(o.querySelectorAll('.jp-OutputArea-output img'))
+                .filter(i => i.complete && i.naturalWidth > 0).length : 0;
+        }}""")
+        if loaded >= n:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def exercise_widgets(page, timeout_s: float = 30) -> list[dict]:
     """Move each live labkit widget's controls until its output area changes.
 
@@ -507,6 +522,9 @@ def exercise_widgets(page, timeout_s: float = 30) -> list[dict]:
                         page.mouse.up()
                         changed = _wait_change(page, box, before, timeout_s / 3)
             if changed:
+                # the printed text lands before the figure; give a figure rendered on a busy machine
+                # its time (bounded) — a redraw with fewer or blank figures is reported by the caller
+                _wait_images(box, len(record["ink_before"]), timeout_s)
                 record.update(control=label, changed=True, ink_after=figure_ink(out))
                 break
         results.append(record)
