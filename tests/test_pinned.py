@@ -114,7 +114,11 @@ def test_recorded_pin_cost_reader(tmp_path):
                             measured_meta(ENV, kind="point", title="t", method="m", bandwidth_direction="none"))
     pin_s, pageable, pinned_s, ds = pinned.recorded_pin_cost(reference.load_all(tmp_path, kind="point"))
     assert pin_s == {1024: 3e-3} and pageable == {1024: 4e-4} and pinned_s == {1024: 1e-4} and ds.name == "pin_cost"
-    assert pinned.recorded_pin_cost(reference.load_all(kind="point")) is None  # nothing shipped is a pin-cost run
+    shipped = pinned.recorded_pin_cost(reference.load_all(kind="point"))  # the one recorded on the H100
+    assert shipped is not None and shipped[3].name == "h100_vm_labkit_pin_cost"
+    assert all(shipped[0][n] > shipped[2][n] for n in shipped[0])  # pinning a fresh tensor costs more than a pinned copy
+    others = [d for d in reference.load_all(kind="point") if "pin_cost" not in d.name]
+    assert pinned.recorded_pin_cost(others) is None  # no pin-cost rows: nothing is made up
 
 
 # --------------------------------------------------------------------------- the pitfall
