@@ -62,12 +62,7 @@ def test_interrupted_record_leaves_previous_profile_or_nothing(tmp_path, sig, pr
         before = {p.name: p.read_bytes() for p in out.iterdir()}
     proc = _record_in_child(out)
     _interrupt_after_ready(proc, sig)
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
-    assert not leftovers, f"partial folders left: {leftovers}"
-    if previous:
-        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    else:
-        assert not out.exists()
+    _assert_previous_profile_or_nothing(tmp_path, out, before if previous else None)
 
 
 @pytest.mark.parametrize("previous", [False, True])
@@ -87,12 +82,7 @@ def test_a_second_interrupt_during_the_clean_up_still_leaves_no_partial_folder(t
     )
     proc = _record_in_child(out, prelude=second_ctrl_c)
     _interrupt_after_ready(proc, signal.SIGINT)
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
-    assert not leftovers, f"partial folders left: {leftovers}"
-    if previous:
-        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    else:
-        assert not out.exists()
+    _assert_previous_profile_or_nothing(tmp_path, out, before if previous else None)
 
 
 def test_an_interrupt_between_the_two_renames_of_the_swap_leaves_a_whole_profile(tmp_path):
@@ -118,6 +108,16 @@ def test_an_interrupt_between_the_two_renames_of_the_swap_leaves_a_whole_profile
     new_profile = now is not None and json.loads(now.get("profile.json", b"{}")).get("experiments") == \
         {"slow": ["half_done"]} and {"half_done.csv", "half_done.meta.json"} <= set(now)
     assert now == before or new_profile, f"neither the previous profile nor a whole new one: {sorted(now or [])}"
+
+
+def _assert_previous_profile_or_nothing(tmp_path: Path, out: Path, before: dict | None) -> None:
+    """No partial folder beside `out`; `out` holds exactly `before` (the previous profile) or does not exist."""
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not leftovers, f"partial folders left: {leftovers}"
+    if before is not None:
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    else:
+        assert not out.exists()
 
 
 def _record_in_child(out: Path, prelude: str = "", env: dict | None = None) -> subprocess.Popen:
