@@ -42,7 +42,7 @@ def _cudart():
             paths = {line.split()[-1] for line in f if "libcudart.so" in line}
     except OSError:
         paths = set()
-    paths = sorted(p for p in paths if "/" in p and "libcudart" in p)
+    paths = sorted(p for p in paths if "/" in p)
     for p in paths:
         try:
             return ctypes.CDLL(p), p
@@ -113,7 +113,7 @@ def raw_copy(nbytes: int, direction: str, *, device: int = 0, repeats: int = RAW
             rt("cudaFree", dev)
     finally:
         rt("cudaFreeHost", host)
-    return timing.Measurement(tuple(samples), inner, "cuda_event (raw cudart)",
+    return timing.Measurement(tuple(samples), inner, f"cuda_event (raw {rt.path})",
                               f"raw cudaMemcpyAsync {direction} pinned {format_bytes(nbytes)}", nbytes)
 
 
@@ -143,7 +143,7 @@ class Fidelity:
                 "labkit_iqr_s": self.labkit.iqr_s, "raw_GBps": self.raw.bandwidth_GBps, "raw_iqr_s": self.raw.iqr_s,
                 "ratio": self.ratio, "tolerance": FIDELITY_TOLERANCE, "ok": self.ok,
                 "link": self.link, "link_limit_GBps": self.link_limit_GBps,
-                "bandwidth_direction": "unidirectional", "raw_library": _Runtime().path,
+                "bandwidth_direction": "unidirectional", "raw_timer": self.raw.timer,
                 "labkit_samples_s": list(self.labkit.samples_s), "raw_samples_s": list(self.raw.samples_s)}
 
 

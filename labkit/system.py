@@ -346,7 +346,8 @@ def diagnose(env: dict) -> list[tuple[str, str]]:
             topo = parse_topology(env["topology"])
             gpus = [d for d in topo.index if d.startswith("GPU")]
             sys_pairs = [f"{a}-{b}" for i, a in enumerate(gpus) for b in gpus[i + 1:] if topo.loc[a, b] == "SYS"]
-            if sys_pairs:
+            # With peer access known, doctor_findings has already named each SYS pair with its access.
+            if sys_pairs and not env.get("peer_access"):
                 out.append(("info", f"GPU pairs across CPU sockets (SYS): {', '.join(sys_pairs)}; keep tensor-"
                                     "parallel groups off these pairs."))
         except ValueError as e:

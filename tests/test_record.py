@@ -57,21 +57,17 @@ def test_unknown_experiment_is_rejected(tmp_path):
 @pytest.mark.parametrize("previous", [False, True])
 def test_interrupted_record_leaves_previous_profile_or_nothing(tmp_path, sig, previous):
     out = tmp_path / "profile"
-    if previous:
-        record(out, quick=True, only=["copy"], progress=lambda *_: None)
-        before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = _previous_profile(out) if previous else None
     proc = _record_in_child(out)
     _interrupt_after_ready(proc, sig)
-    _assert_previous_profile_or_nothing(tmp_path, out, before if previous else None)
+    _assert_previous_profile_or_nothing(tmp_path, out, before)
 
 
 @pytest.mark.parametrize("previous", [False, True])
 def test_a_second_interrupt_during_the_clean_up_still_leaves_no_partial_folder(tmp_path, previous):
     """Ctrl-C pressed twice: the second one arrives just as the partial folder is being removed."""
     out = tmp_path / "profile"
-    if previous:
-        record(out, quick=True, only=["copy"], progress=lambda *_: None)
-        before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = _previous_profile(out) if previous else None
     second_ctrl_c = (
         "import os, shutil, signal\n"
         "_rmtree = shutil.rmtree\n"
@@ -82,14 +78,13 @@ def test_a_second_interrupt_during_the_clean_up_still_leaves_no_partial_folder(t
     )
     proc = _record_in_child(out, prelude=second_ctrl_c)
     _interrupt_after_ready(proc, signal.SIGINT)
-    _assert_previous_profile_or_nothing(tmp_path, out, before if previous else None)
+    _assert_previous_profile_or_nothing(tmp_path, out, before)
 
 
 def test_an_interrupt_between_the_two_renames_of_the_swap_leaves_a_whole_profile(tmp_path):
     """Ctrl-C just after the previous profile was moved aside, before the new one took its place."""
     out = tmp_path / "profile"
-    record(out, quick=True, only=["copy"], progress=lambda *_: None)
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = _previous_profile(out)
     ctrl_c_mid_swap = (
         "import os, signal\n"
         "_replace = os.replace\n"
@@ -108,6 +103,12 @@ def test_an_interrupt_between_the_two_renames_of_the_swap_leaves_a_whole_profile
     new_profile = now is not None and json.loads(now.get("profile.json", b"{}")).get("experiments") == \
         {"slow": ["half_done"]} and {"half_done.csv", "half_done.meta.json"} <= set(now)
     assert now == before or new_profile, f"neither the previous profile nor a whole new one: {sorted(now or [])}"
+
+
+def _previous_profile(out: Path) -> dict:
+    """Record a small profile into `out`; return its files' bytes, to check they survive untouched."""
+    record(out, quick=True, only=["copy"], progress=lambda *_: None)
+    return {p.name: p.read_bytes() for p in out.iterdir()}
 
 
 def _assert_previous_profile_or_nothing(tmp_path: Path, out: Path, before: dict | None) -> None:

@@ -73,3 +73,11 @@ def test_doctor_names_the_pair_link_and_likely_cause_from_topology():
     assert any("labkit bench p2p" in m for lvl, m in out if lvl == "info")
     healthy = diagnose({**env, "peer_access": {"0->1": True, "1->0": True}})
     assert ("ok", "peer access available between every GPU pair") in healthy
+
+
+def test_sys_pairs_are_reported_once_when_peer_access_is_known():
+    topo = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tSYS\t0-3\t0\nGPU1\tSYS\t X \t4-7\t1\n"
+    env = {**BASE, "cuda_device_count": 2, "gpus": [gpu(), gpu(index=1)], "topology": topo,
+           "peer_access": {"0->1": True, "1->0": True}}
+    sys_lines = [m for lvl, m in diagnose(env) if "SYS" in m]
+    assert len(sys_lines) == 1 and "GPU0↔GPU1" in sys_lines[0]
