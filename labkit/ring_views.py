@@ -86,11 +86,32 @@ def fit_ring_link(records, impl: str = "library"):
     return {"alpha_s": alpha, "beta_GBps": beta, "world_size": n, "fit": fit}
 
 
-def measured_vs_model_figure(records, source: str, link=None):
-    """busbw vs size for every implementation measured, with the α-β models drawn from the fitted link."""
+def try_fit_ring_link(records, impl: str = "library"):
+    """fit_ring_link, or (None, why) when the measured times cannot carry an α-β fit.
+
+    On a small, busy machine (4 gloo ranks on 2 cores) the scheduler can make a small all-reduce as
+    slow as a large one; the times then do not grow with size and no bandwidth term exists. That is a
+    property of the run, reported as such — never papered over with a made-up β.
+    Returns (link, None) or (None, reason).
+    """
+    try:
+        return fit_ring_link(records, impl), None
+    except ValueError as e:
+        df = records_frame(records)
+        d = df[df.impl == impl].sort_values("nbytes")
+        times = ", ".join(f"{format_bytes(int(b))}: {t * 1e3:.2f} ms" for b, t in zip(d.nbytes, d.seconds))
+        return None, f"{e} (median times of {impl}: {times})"
+
+
+def measured_vs_model_figure(records, source: str, link=None, *, models: bool = True):
+    """busbw vs size for every implementation measured, with the α-β models drawn from the fitted link.
+
+    models=False (or a link of None after a failed fit, see try_fit_ring_link) draws the measurements only.
+    """
     df = records_frame(records)
     n = int(df.world_size.iloc[0])
-    link = link or fit_ring_link(records)
+    if models and link is None:
+        link = fit_ring_link(records)
     fig, ax = plots.figure(width=8, height=4.8)
     colours = {}
     for impl, d in df.groupby("impl", sort=False):
@@ -100,7 +121,7 @@ def measured_vs_model_figure(records, source: str, link=None):
     sizes = np.array(sorted(df.nbytes.unique()), dtype=float)
     model_names = {"ring": "ring", "ring_simple": None, "library": None, "naive": "naive", "tree": "tree",
                    "recursive_doubling": "recursive_doubling"}
-    for impl in df.impl.unique():
+    for impl in df.impl.unique() if models else ():
         algo = model_names.get(impl)
         if algo is None:
             continue
@@ -110,7 +131,8 @@ def measured_vs_model_figure(records, source: str, link=None):
                    how=plots.MODEL, color=colours.get(impl))
     plots.size_axis(ax)
     ax.set_yscale("log")
-    plots.finish(ax, f"All-reduce on {n} gloo ranks: bus bandwidth, measured and modelled",
+    what = "measured and modelled" if models else "measured (no α-β model: the fit failed on this run)"
+    plots.finish(ax, f"All-reduce on {n} gloo ranks: bus bandwidth, {what}",
                  "message size S (bytes, per rank)", "busbw = S/t · 2(N−1)/N (GB/s)", source=source)
     return fig
 

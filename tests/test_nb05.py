@@ -76,6 +76,16 @@ def _interview_numbers(results):
     assert iv["source"].startswith("measured here: ") and "gloo, 4 processes" in iv["source"]
     assert iv["ratio_nbytes"] == 4 << 20
     assert iv["ring_over_library_busbw"] == pytest.approx(n["gloo_ring_over_library_busbw_4MiB"])
+    fit = results["experiments"]["gloo_fit"]
+    if not fit["fitted"]:
+        # 4 ranks on 2 busy cores can give times that do not grow with size: the notebook says so and
+        # carries no α, β or 7B estimate (tests/test_ring_views.py makes this case happen on purpose)
+        assert "do not grow with size" in fit["reason"] and "64 KiB: " in fit["reason"]
+        assert iv["alpha_us"] is iv["beta_GBps"] is iv["ring_7b_8rank_here_s"] is None
+        assert "gloo_fitted_alpha_us" not in n and "gloo_fitted_beta_GBps" not in n
+        assert 450 < iv["recorded_h100_plateau_GBps"] < 500
+        return
+    assert fit["reason"] is None
     assert iv["alpha_us"] == pytest.approx(n["gloo_fitted_alpha_us"])
     assert iv["beta_GBps"] == pytest.approx(n["gloo_fitted_beta_GBps"])
     for key in ("ring_over_library_busbw", "alpha_us", "beta_GBps", "ring_7b_8rank_here_s"):
