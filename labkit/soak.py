@@ -20,11 +20,44 @@ def open_fds() -> int:
         return -1
 
 
-def child_processes() -> int:
-    """Live child processes of this process."""
+#: multiprocessing's own helper processes: one of each per parent, started by its first launch and
+#: meant to live as long as the parent does. Recognised by their command line.
+MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def child_processes(helpers: bool = False) -> int:
+    """Live (non-zombie) descendants of this process, without multiprocessing's helpers; helpers=True
+    counts only the helpers instead. See descendants()."""
+    return len(descendants(helpers=helpers))
+
+
+def descendants(helpers: bool = False) -> set[int]:
+    """PIDs of live descendants of this process, less multiprocessing's helpers (the resource tracker and
+    the fork server, direct children meant to outlive every launch); helpers=True returns just those.
+
+    What the fork server starts still counts: a rank it forked (which carries the server's command line)
+    is a grandchild, and only direct children are taken for helpers.
+    """
     import psutil
 
-    return len(psutil.Process().children(recursive=True))
+    found, helper_pids = set(), set()
+    for child in psutil.Process().children():
+        try:
+            is_helper = any(h in " ".join(child.cmdline()) for h in MP_HELPERS)
+            tree = child.children(recursive=True) + ([] if is_helper else [child])
+        except psutil.NoSuchProcess:
+            continue
+        if is_helper:
+            helper_pids.add(child.pid)
+        for proc in tree:
+            try:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.add(proc.pid)
+            except psutil.NoSuchProcess:
+                pass
+    if helpers:
+        return {pid for pid in helper_pids if psutil.pid_exists(pid)}
+    return found
 
 
 def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
@@ -55,17 +88,18 @@ def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: i
     from .launch import check_world_size, launch
 
     world_size = check_world_size(world_size)  # nothing starts for a bad --ranks
-    fds0, kids0 = open_fds(), child_processes()
+    fds0, kids0, helpers0 = open_fds(), child_processes(), child_processes(helpers=True)
     t0 = time.perf_counter()
     per_rank = launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(runs, nbytes))
     after_launch = []
     for _ in range(launches):
         launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(1, nbytes))
-        after_launch.append({"fds": open_fds(), "children": child_processes()})
+        after_launch.append({"fds": open_fds(), "children": child_processes(),
+                             "helpers": child_processes(helpers=True)})
     return {
         "runs": runs, "world_size": world_size, "nbytes": nbytes, "launches": 1 + launches,
         "seconds": time.perf_counter() - t0,
-        "parent_fds_before": fds0, "parent_children_before": kids0,
+        "parent_fds_before": fds0, "parent_children_before": kids0, "parent_helpers_before": helpers0,
         "parent_after_each_launch": after_launch,
         "rank_fds_first_last": [(r["fds"][0], r["fds"][-1]) for r in per_rank],
         "rank_threads_first_last": [(r["threads"][0], r["threads"][-1]) for r in per_rank],

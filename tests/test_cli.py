@@ -65,7 +65,7 @@ def test_bad_input_gets_a_clear_error(args, needle):
 def test_a_bad_rank_count_is_refused_before_anything_starts(bench, ranks, capsys):
     import time
 
-    from test_launch import _children  # psutil where installed, /proc otherwise
+    from labkit.soak import descendants as _children  # ranks left running; multiprocessing helpers excluded
 
     before = _children()
     t0 = time.monotonic()

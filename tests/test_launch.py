@@ -59,34 +59,11 @@ def killed_mid_collective(rank, world_size, victim):
 
 
 def _children() -> set[int]:
-    """Live child processes of this test process, without multiprocessing's resource tracker
-    (one per Python process, started by the first spawn and meant to outlive it)."""
-    try:
-        import psutil
-    except ImportError:  # read /proc directly
-        out = set()
-        me = os.getpid()
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
-            if int(fields[1]) == me and fields[0] != "Z" and b"resource_tracker" not in cmd:
-                out.add(int(d))
-        return out
-    kids = set()
-    for c in psutil.Process().children(recursive=True):
-        try:
-            if "resource_tracker" not in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE:
-                kids.add(c.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return kids
+    """Live descendants of this test process, less multiprocessing's resource tracker and fork server
+    (one each, started by the first launch and meant to outlive it); ranks the fork server started count."""
+    from labkit.soak import descendants
+
+    return descendants()
 
 
 @pytest.fixture
@@ -147,11 +124,12 @@ def test_a_rank_killed_by_a_signal_is_named_with_the_signal(no_leftovers):
 
 def test_a_peer_that_never_arrives_times_out_set_up_naming_it(no_leftovers):
     """Rank 2 sleeps before set-up, so it never calls init_process_group; the others wait for it there."""
+    launch(sum_of_ranks, 1, timeout_s=60, args=("x",))  # the fork server is up: ranks 0 and 1 arrive at once
     t0 = time.monotonic()
     with pytest.raises(SetupTimeout) as e:
-        launch(sum_of_ranks, 3, timeout_s=60, setup_timeout_s=12, args=("x",), env={SETUP_DELAY_VAR: "2:600"})
+        launch(sum_of_ranks, 3, timeout_s=60, setup_timeout_s=6, args=("x",), env={SETUP_DELAY_VAR: "2:600"})
     took = time.monotonic() - t0
-    assert 12 <= took < 12 + 10  # the set-up timeout plus the terminate/kill grace, far below timeout_s
+    assert 6 <= took < 6 + 10  # the set-up timeout plus the terminate/kill grace, far below timeout_s
     assert e.value.missing == [2] and e.value.waiting == [0, 1]
     assert isinstance(e.value, LaunchTimeout)  # callers catching LaunchTimeout still catch it
     assert "rank(s) 2 did not arrive" in str(e.value) and "init_process_group" in str(e.value)
