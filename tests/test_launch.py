@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from labkit.launch import (MAX_RANKS, SETUP_DELAY_VAR, LaunchTimeout, PortInUse,
 pytestmark = pytest.mark.slow
 
 
-# Workers live at module level so that spawned processes can import them by name.
+# Workers live at module level so that the ranks (forked from the fork server, or spawned) can import them by name.
 def sum_of_ranks(rank, world_size, extra):
     import torch
     import torch.distributed as dist
@@ -24,7 +25,8 @@ def sum_of_ranks(rank, world_size, extra):
     dist.all_reduce(t)
     info = rank_info()
     return {"rank": rank, "sum": t.item(), "extra": extra, "pid": os.getpid(), "backend": info.backend,
-            "env": os.environ.get("LABKIT_TEST_VAR")}
+            "env": os.environ.get("LABKIT_TEST_VAR"), "gone": os.environ.get("LABKIT_TEST_GONE"),
+            "start_method": __import__("multiprocessing").get_start_method(allow_none=True)}
 
 
 def raise_on(rank, world_size, bad_rank):
@@ -97,6 +99,37 @@ def test_timeout_names_the_pending_ranks(no_leftovers):
         launch(sleep_forever, 2, timeout_s=4)
     assert e.value.pending == [0, 1]
     assert time.monotonic() - t0 < 4 + 10  # the timeout plus the terminate/kill grace
+
+
+def test_ranks_see_the_callers_environment_as_of_each_launch(no_leftovers, monkeypatch):
+    """The fork server keeps the environment it started with; each launch hands the ranks the current one."""
+    monkeypatch.setenv("LABKIT_TEST_GONE", "before")
+    first = launch(sum_of_ranks, 2, timeout_s=60, args=("x",))  # starts the fork server if none runs yet
+    assert [r["gone"] for r in first] == ["before", "before"]
+    monkeypatch.delenv("LABKIT_TEST_GONE")
+    monkeypatch.setenv("LABKIT_TEST_VAR", "set after the server started")
+    out = launch(sum_of_ranks, 2, timeout_s=60, args=("x",))
+    assert [r["env"] for r in out] == ["set after the server started"] * 2
+    assert [r["gone"] for r in out] == [None, None]
+    out = launch(sum_of_ranks, 2, timeout_s=60, args=("x",), env={"LABKIT_TEST_VAR": "launch env wins"})
+    assert [r["env"] for r in out] == ["launch env wins"] * 2
+    assert os.environ["LABKIT_TEST_VAR"] == "set after the server started"  # the caller's is untouched
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is the default on Linux only")
+def test_linux_ranks_come_from_the_fork_server_and_spawn_still_works(no_leftovers, monkeypatch):
+    from labkit.launch import START_METHOD_VAR, start_method
+
+    monkeypatch.delenv(START_METHOD_VAR, raising=False)
+    assert start_method() == "forkserver"
+    out = launch(sum_of_ranks, 2, timeout_s=60, args=("x",))
+    assert [r["start_method"] for r in out] == ["forkserver"] * 2 and out[0]["pid"] != out[1]["pid"]
+    monkeypatch.setenv(START_METHOD_VAR, "spawn")  # what macOS and Windows use
+    out = launch(sum_of_ranks, 2, timeout_s=60, args=("x",))
+    assert [r["start_method"] for r in out] == ["spawn"] * 2 and [r["sum"] for r in out] == [1.0, 1.0]
+    monkeypatch.setenv(START_METHOD_VAR, "fork")
+    with pytest.raises(ValueError, match="LABKIT_START_METHOD must be one of"):
+        launch(sum_of_ranks, 2, timeout_s=60, args=("x",))
 
 
 def test_a_rank_that_dies_without_a_word_is_named(no_leftovers):
