@@ -10,4 +10,13 @@ if [ -n "${LABKIT_TORCH_SPEC:-}" ]; then
   .venv/bin/python -m pip install -q "$LABKIT_TORCH_SPEC"
 fi
 .venv/bin/python -m pip install -q -e '.[test,lab,browser]'
-.venv/bin/python -m pytest -q "$@"
+# Test files run in parallel (pytest-xdist, one file per worker at a time, so a file's fixtures —
+# the browser test's JupyterLab and Chromium — are set up once): one worker per CPU, at most 4.
+# LABKIT_TEST_WORKERS=0 runs everything in this process.
+cpus=$(nproc 2>/dev/null || echo 2)
+workers=${LABKIT_TEST_WORKERS:-$(( cpus < 4 ? cpus : 4 ))}
+if [ "$workers" -gt 0 ]; then
+  .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
+else
+  .venv/bin/python -m pytest -q "$@"
+fi

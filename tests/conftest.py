@@ -31,6 +31,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_multi)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Print what tests recorded under "labkit_summary" (record_property): a test's measured summary line
+    reaches the end of the output even from a pytest-xdist worker, where print() goes nowhere."""
+    lines = []
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            if getattr(report, "when", "call") == "call":
+                lines += [v for k, v in getattr(report, "user_properties", []) if k == "labkit_summary"]
+    if lines:
+        terminalreporter.section("labkit summaries")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture
 def run_nb(tmp_path):
     """Execute a notebook with papermill; return its results JSON (fails the test on any cell error)."""

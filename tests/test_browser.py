@@ -41,6 +41,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("LABKIT_BROWSER_ARTIFACTS", ROOT / "artifacts" / "browser"))
 OURS = re.compile(r"jupyter|ipykernel|chrom|playwright", re.I)
+SUMMARY_PROPERTY = "labkit_summary"  # conftest prints these after the run
 
 
 def _unavailable(reason: str):
@@ -147,7 +148,7 @@ def test_parameters_rewrite_keeps_the_committed_notebook():
 
 @pytest.mark.timeout(int(RUN_TIMEOUT_S + 4 * WIDGET_TIMEOUT_S + 120))
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, capsys):
+def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, record_property):
     results = lab.root / f"{notebook.stem}.results.json"
     copy = bh.prepare_notebook(notebook, lab.root, results_path=str(results), **PARAMETERS)
     shot, widget_shot = artifacts / f"{notebook.stem}.png", artifacts / f"{notebook.stem}.widget.png"
@@ -200,13 +201,14 @@ def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, capsys)
             lab.shutdown_kernels()
         except Exception:
             pass
-        with capsys.disabled():
-            w = summary.get("widgets") or []
-            print(f"\n[browser] {notebook.stem}: {time.monotonic() - t0:.1f} s "
-                  f"(run all {summary.get('run_s', float('nan')):.1f} s), "
-                  f"figures {summary.get('figures')}, widgets responded {sum(x['changed'] for x in w)}/{len(w)} "
-                  f"{[x['control'] for x in w if x['changed']]}; screenshot: {shot}"
-                  + (f", {widget_shot}" if widget_shot.exists() else ""))
+        w = summary.get("widgets") or []
+        # printed at the end of the run by conftest (this test may run in a pytest-xdist worker)
+        record_property(SUMMARY_PROPERTY,
+                        f"[browser] {notebook.stem}: {time.monotonic() - t0:.1f} s "
+                        f"(run all {summary.get('run_s', float('nan')):.1f} s), "
+                        f"figures {summary.get('figures')}, widgets responded {sum(x['changed'] for x in w)}/{len(w)} "
+                        f"{[x['control'] for x in w if x['changed']]}; screenshot: {shot}"
+                        + (f", {widget_shot}" if widget_shot.exists() else ""))
     if js_errors and failures:
         failures.append(f"JavaScript errors on the page: {js_errors[:5]}")
     assert not failures, f"{notebook.name} in JupyterLab:\n- " + "\n- ".join(failures)
