@@ -88,7 +88,12 @@ def cmd_ref(args) -> int:
     ds = reference.load(args.name, args.folder)
     print(reference.describe(ds))
     if args.rows:
-        print(ds.frame.head(args.rows).to_string(index=False))
+        rows = ds.frame.head(args.rows).copy()
+        for col in rows.columns:  # byte counts stay integers when some rows have none (pandas makes them float)
+            if (col == "nbytes" or col.endswith("_bytes")) and rows[col].dtype.kind == "f" \
+                    and (rows[col].dropna() % 1 == 0).all():
+                rows[col] = rows[col].astype("Int64")
+        print(rows.to_string(index=False))
     return 0
 
 
