@@ -53,6 +53,8 @@ def cmd_bench(args) -> int:
         n += 1
         if args.json:
             print(json.dumps(rec, default=str), flush=True)
+        elif hasattr(mod, "text"):  # a bench whose record is not flat says itself how to print it
+            print(mod.text(rec), flush=True)
         else:
             print("  ".join(f"{k}={_fmt(v)}" for k, v in rec.items() if not isinstance(v, (list, dict))), flush=True)
     return 0 if n else 1

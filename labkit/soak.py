@@ -114,6 +114,28 @@ def bench_arguments(p, name: str) -> None:
     p.add_argument("--size", default="1MiB")
 
 
+def text(rec: dict) -> str:
+    """`labkit bench soak` without --json: the counts a leak would show, before and after."""
+    from .units import format_bytes
+
+    after = rec["parent_after_each_launch"]
+
+    def seq(key):
+        return ", ".join(str(a[key]) for a in after)
+
+    return "\n".join([
+        f"soak: {rec['runs']} ring all-reduces of {format_bytes(rec['nbytes'])} on {rec['world_size']} ranks in one "
+        f"launch, then {len(after)} more launches — {rec['seconds']:.1f} s",
+        "  each rank, run 1 -> run {}: open files {}; threads {}".format(
+            rec["runs"], ", ".join(f"{a}->{b}" for a, b in rec["rank_fds_first_last"]),
+            ", ".join(f"{a}->{b}" for a, b in rec["rank_threads_first_last"])),
+        f"  this process, open files: {rec['parent_fds_before']} before, after each later launch: {seq('fds')}",
+        f"  processes left running: {rec['parent_children_before']} before, after each later launch: {seq('children')}",
+        f"  multiprocessing helpers (resource tracker, fork server; live as long as this process): "
+        f"{rec['parent_helpers_before']} before, then {seq('helpers')}",
+    ])
+
+
 def bench(args, name: str):
     if args.runs < 1 or args.launches < 0:
         raise ValueError("--runs must be >= 1 and --launches >= 0")
