@@ -20,8 +20,11 @@ value comes back in `results[rank]`. How it works, step by step:
    or with `LABKIT_START_METHOD=spawn`, each rank is a fresh interpreter (*spawn*). Both pickle
    `worker_fn` by name, so it must live in an importable module, not in a notebook cell —
    `launch` checks this and says so. The server lives as long as the caller, like
-   multiprocessing's resource tracker; ranks always get the caller's environment as it is at the
-   time of the launch, not as it was when the server started.
+   multiprocessing's resource tracker (about 220 MB with the CPU build of torch). A rank's
+   `os.environ` is the caller's as it is at the time of the launch, not as it was when the server
+   started; only what a library read while torch was being imported in the server (before any
+   launch) keeps the server's value. NCCL and gloo read their variables when the process group
+   is created, in the rank; `LABKIT_START_METHOD=spawn` gives every rank a fresh start.
 3. Each rank applies `env`, says on its pipe that it has arrived, joins the group with
    `timeout_s` as the init_process_group timeout (rendezvous and collectives: torch's own
    timeout, so a rank waiting for a peer never waits forever), says that it has joined, runs the
