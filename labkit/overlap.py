@@ -323,7 +323,21 @@ def recorded_duplex(datasets) -> "object":
                     rows.append({"dataset": ds.name, "label": ds.label, "title": ds.meta["title"], "direction": direction,
                                  "gpu": int(g), "alone_GBps": float(alone[g]), "while_other_runs_GBps": float(v),
                                  "retained": float(v) / float(alone[g])})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=DUPLEX_COLUMNS)
+
+
+DUPLEX_COLUMNS = ["dataset", "label", "title", "direction", "gpu", "alone_GBps", "while_other_runs_GBps", "retained"]
+
+
+def recorded_duplex_for(reference):
+    """(recorded_duplex rows, note) for a notebook's `reference=`; like recorded_gpu_run, a reference
+    whose point data hold no full-duplex pair falls back to the shipped ones, and the note says so."""
+    rows = recorded_duplex(reference_sets(reference, "point"))
+    if len(rows) or reference is None:
+        return rows, None
+    return recorded_duplex(reference_sets(None, "point")), (
+        f"`reference={str(reference)!r}` holds no full-duplex measurement (nvbandwidth's "
+        "`*_bidirectional_memcpy_ce` beside `*_memcpy_ce`), so the shipped ones are shown.")
 
 
 # --------------------------------------------------------------------------- streams and events
@@ -852,6 +866,25 @@ def reference_sets(reference, kind: str) -> list:
         if "is of kind" not in str(e):
             raise
         return ref.load_all(kind=kind)
+
+
+def recorded_gpu_run(reference):
+    """(dataset, note) of the recorded GPU overlap run a notebook's `reference=` selects.
+
+    Its own run comes first (a profile recorded on a GPU); a reference that holds none — a copy sweep,
+    a host-only profile, an nvbandwidth log — falls back to the shipped runs, and `note` then says so,
+    so the learner is not left to think the run shown is the system they asked for. (None, None) when
+    no GPU overlap run exists at all.
+    """
+    runs = [d for d in reference_sets(reference, "overlap_run") if d.meta.get("gpu", "none") != "none"]
+    if not runs:
+        return None, None
+    shipped = {d.name for d in reference_sets(None, "overlap_run")}
+    note = None
+    if reference is not None and runs[0].name in shipped:
+        note = (f"`reference={str(reference)!r}` holds no GPU overlap run, so the shipped one is shown: "
+                f"{runs[0].meta['title']}.")
+    return runs[0], note
 
 
 _QUALITY_RANK = {"A": 0, "B": 1, "C": 2}

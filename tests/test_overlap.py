@@ -376,6 +376,21 @@ def test_record_writes_host_overlap_run_without_gpu(tmp_path):
     assert len(ov.efficiency_table(ds.frame)) == len(ov.QUICK_RATIOS)
 
 
+def test_recorded_gpu_run_says_when_the_reference_has_none(tmp_path):
+    shipped, note = ov.recorded_gpu_run(None)
+    assert shipped.name == "h100_vm_labkit_gpu_overlap_run" and note is None
+    # a profile recorded on a GPU: its own run, no note
+    own, note = ov.recorded_gpu_run("h100_pcie5_vm_20261123")
+    assert own.name == "gpu_overlap_run" and own.meta["gpu"] != "none" and note is None
+    # an nvbandwidth log, and a host-only profile: nothing of their own, so the shipped run and a note
+    for ref in ("nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points", tmp_path):
+        if ref == tmp_path:
+            assert ov.record(tmp_path, True, ENV) == ["host_overlap_run"]  # gpu "none": not a GPU run
+        ds, note = ov.recorded_gpu_run(ref)
+        assert ds.name == shipped.name
+        assert note.startswith(f"`reference={str(ref)!r}` holds no GPU overlap run") and shipped.meta["title"] in note
+
+
 def test_bench_overlap_host_json(capsys):
     from labkit.cli import main
 
@@ -402,6 +417,20 @@ def test_recorded_duplex_points():
     assert len(d) >= 2
     assert (d["retained"] > 0).all() and (d["retained"] < 1.0).all()  # no recorded link is a perfect duplex
     assert set(d["direction"]) <= {"h2d", "d2h"}
+
+
+def test_recorded_duplex_for_a_reference_without_duplex_points_falls_back_and_says_so():
+    shipped, note = ov.recorded_duplex_for(None)
+    assert len(shipped) >= 2 and note is None
+    # an nvbandwidth log without the bidirectional pair (it crashed notebook 03 before: no 'dataset' column)
+    name = "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points"
+    assert ov.recorded_duplex(ov.reference_sets(name, "point")).empty
+    rows, note = ov.recorded_duplex_for(name)
+    assert rows.equals(shipped) and note.startswith(f"`reference={name!r}` holds no full-duplex measurement")
+    # a reference of another kind selects the shipped point data: no note needed
+    rows, note = ov.recorded_duplex_for("h100_vm_labkit_gpu_overlap_run")
+    assert rows.equals(shipped) and note is None
+    assert list(ov.recorded_duplex([]).columns) == ov.DUPLEX_COLUMNS
 
 
 def test_draw_gantt_figure_is_labelled():
