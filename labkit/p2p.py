@@ -364,7 +364,8 @@ def link_summary(data):
             out.append({"link": label, "matrix": kind, "p2p": p2p, "pairs": len(vals),
                         "median": float(np.median(vals)), "min": min(vals), "max": max(vals),
                         "unit": UNIT_TEXT[kind]})
-    return pd.DataFrame(out)
+    # a one-GPU system (a profile recorded on one GPU) has no pair: an empty table, still with its columns
+    return pd.DataFrame(out, columns=["link", "matrix", "p2p", "pairs", "median", "min", "max", "unit"])
 
 
 # --------------------------------------------------------------------------- figures

@@ -474,3 +474,11 @@ def test_multigpu_pair_run_and_staging():
             m = run.matrix(kind, state)
             assert m.shape == (2, 2) and np.isfinite(m.to_numpy()).all()
     assert run.peer_access[0][1] == torch.cuda.can_device_access_peer(0, 1)
+
+
+def test_link_summary_of_a_one_gpu_profile_is_an_empty_table_with_its_columns():
+    """The H100 profile was recorded on one GPU: no pair, so no link to summarise (notebook 04 crashed on it)."""
+    ds = reference.resolve_reference("h100_pcie5_vm_20261123", "p2p_matrix")[0]
+    assert ds.name == "p2p_matrix" and set(ds.frame.src) == set(ds.frame.dst) == {0}
+    t = p2p.link_summary(ds)
+    assert t.empty and list(t.columns) == ["link", "matrix", "p2p", "pairs", "median", "min", "max", "unit"]
