@@ -860,12 +860,7 @@ def reference_sets(reference, kind: str) -> list:
     """
     from . import reference as ref
 
-    try:
-        return ref.resolve_reference(reference, kind)
-    except ref.DatasetError as e:
-        if "is of kind" not in str(e):
-            raise
-        return ref.load_all(kind=kind)
+    return ref.select(reference, kind)[0]
 
 
 def recorded_gpu_run(reference):

@@ -223,6 +223,28 @@ def resolve_reference(reference: str | os.PathLike | None, kind: str) -> list[Da
     return [ds]
 
 
+def select(reference: str | os.PathLike | None, kind: str, usable=None, needs: str = ""):
+    """(datasets, note): what a notebook shows of `kind` for its `reference=` parameter.
+
+    Like resolve_reference, but a notebook never stops on it: a dataset name of another kind, or a
+    selection in which `usable(datasets)` finds nothing the notebook can draw (`needs` says what it
+    needs), gives the shipped datasets of `kind` instead — and `note` (Markdown) says so, naming the
+    reference, so nothing shown is mistaken for the system asked for. `note` is None otherwise.
+    """
+    shipped = load_all(None, kind)
+    try:
+        chosen = resolve_reference(reference, kind)
+    except DatasetError as e:
+        if "is of kind" not in str(e):
+            raise
+        return shipped, (f"`reference={str(reference)!r}` is a dataset of kind `{load(reference).kind}`; this part "
+                         f"shows `{kind}` data, so the shipped `{kind}` datasets are shown.")
+    if reference is not None and usable is not None and not usable(chosen):
+        return shipped, (f"`reference={str(reference)!r}` holds no `{kind}` data this part can draw"
+                         + (f" ({needs})" if needs else "") + f", so the shipped `{kind}` datasets are shown.")
+    return chosen, None
+
+
 # --------------------------------------------------------------------------- writing
 def write_dataset(folder: str | os.PathLike, name: str, frame, meta: dict) -> Path:
     """Validate and write `<name>.csv` + `<name>.meta.json` into folder, each file atomically."""

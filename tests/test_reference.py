@@ -164,3 +164,27 @@ def test_h100_profile_sweeps_4b_to_1gib_and_catalogue_copies_are_exact():
         shipped = reference.load(f"h100_vm_labkit_{name}")
         assert shipped.meta["provenance"] == "recorded" and "h100_pcie5_vm_20261123" in shipped.meta["source"]
         pd.testing.assert_frame_equal(shipped.frame, reference.load(name, folder).frame)
+
+
+def test_select_falls_back_to_the_shipped_datasets_and_says_why():
+    shipped = reference.names_of(reference.load_all(kind="allreduce_sweep"))
+    # nothing asked for: the shipped datasets, no note
+    got, note = reference.select(None, "allreduce_sweep")
+    assert reference.names_of(got) == shipped and note is None
+    # a dataset of the right kind: that one alone
+    name = "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering"
+    got, note = reference.select(name, "allreduce_sweep")
+    assert reference.names_of(got) == [name] and note is None
+    # ... unless the notebook cannot draw it (one size against GPU count: no size sweep)
+    got, note = reference.select(name, "allreduce_sweep", usable=lambda sets: all(d.frame.nbytes.nunique() >= 4 for d in sets),
+                                 needs="a sweep over four or more sizes")
+    assert reference.names_of(got) == shipped
+    assert note == (f"`reference={name!r}` holds no `allreduce_sweep` data this part can draw (a sweep over four or "
+                    "more sizes), so the shipped `allreduce_sweep` datasets are shown.")
+    # a dataset of another kind: the shipped ones of this kind, and the note names both kinds
+    got, note = reference.select("h100_vm_labkit_gpu_overlap_run", "allreduce_sweep")
+    assert reference.names_of(got) == shipped
+    assert "is a dataset of kind `overlap_run`; this part shows `allreduce_sweep` data" in note
+    # a name that is nothing at all is still an error, as with resolve_reference
+    with pytest.raises(DatasetError, match="no dataset named"):
+        reference.select("no_such_dataset", "allreduce_sweep")
