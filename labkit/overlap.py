@@ -330,14 +330,13 @@ DUPLEX_COLUMNS = ["dataset", "label", "title", "direction", "gpu", "alone_GBps",
 
 
 def recorded_duplex_for(reference):
-    """(recorded_duplex rows, note) for a notebook's `reference=`; like recorded_gpu_run, a reference
-    whose point data hold no full-duplex pair falls back to the shipped ones, and the note says so."""
-    rows = recorded_duplex(reference_sets(reference, "point"))
-    if len(rows) or reference is None:
-        return rows, None
-    return recorded_duplex(reference_sets(None, "point")), (
-        f"`reference={str(reference)!r}` holds no full-duplex measurement (nvbandwidth's "
-        "`*_bidirectional_memcpy_ce` beside `*_memcpy_ce`), so the shipped ones are shown.")
+    """(recorded_duplex rows, note) for a notebook's `reference=` (see reference.select): a reference
+    whose own point data hold no full-duplex pair gives the shipped ones, and the note says so."""
+    from . import reference as ref
+
+    sets, note = ref.select(reference, "point", usable=lambda own: not recorded_duplex(own).empty,
+                            needs="nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`")
+    return recorded_duplex(sets), note
 
 
 # --------------------------------------------------------------------------- streams and events
@@ -863,23 +862,23 @@ def reference_sets(reference, kind: str) -> list:
     return ref.select(reference, kind)[0]
 
 
+def _on_a_gpu(ds) -> bool:
+    return ds.meta.get("gpu", "none") != "none"
+
+
 def recorded_gpu_run(reference):
     """(dataset, note) of the recorded GPU overlap run a notebook's `reference=` selects.
 
     Its own run comes first (a profile recorded on a GPU); a reference that holds none — a copy sweep,
-    a host-only profile, an nvbandwidth log — falls back to the shipped runs, and `note` then says so,
-    so the learner is not left to think the run shown is the system they asked for. (None, None) when
-    no GPU overlap run exists at all.
+    a host-only profile, an nvbandwidth log — gives the shipped runs, and `note` says so (see
+    reference.select). (None, None) when no GPU overlap run exists at all.
     """
-    runs = [d for d in reference_sets(reference, "overlap_run") if d.meta.get("gpu", "none") != "none"]
-    if not runs:
-        return None, None
-    shipped = {d.name for d in reference_sets(None, "overlap_run")}
-    note = None
-    if reference is not None and runs[0].name in shipped:
-        note = (f"`reference={str(reference)!r}` holds no GPU overlap run, so the shipped one is shown: "
-                f"{runs[0].meta['title']}.")
-    return runs[0], note
+    from . import reference as ref
+
+    sets, note = ref.select(reference, "overlap_run", usable=lambda own: any(map(_on_a_gpu, own)),
+                            needs="a run on a GPU")
+    runs = [d for d in sets if _on_a_gpu(d)]
+    return (runs[0], note) if runs else (None, None)
 
 
 _QUALITY_RANK = {"A": 0, "B": 1, "C": 2}

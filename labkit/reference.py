@@ -208,41 +208,51 @@ def resolve_reference(reference: str | os.PathLike | None, kind: str) -> list[Da
     name of a profile shipped in data/profiles/ → its datasets of that kind first, then the shipped
     ones; a dataset name → that dataset, which must be of that kind.
     """
-    shipped = load_all(None, kind)
     if reference is None:
-        return shipped
+        return load_all(None, kind)
+    own, folder = _own_datasets(reference, kind)
+    return own + load_all(None, kind) if folder else own
+
+
+def _own_datasets(reference: str | os.PathLike, kind: str) -> tuple[list[Dataset], bool]:
+    """(the datasets of `kind` that `reference` itself holds, whether it is a profile folder)."""
     p = profile_path(reference) or Path(reference)
     if p.is_dir():
         if not (p / "profile.json").exists() and not list(p.glob("*.meta.json")):
             raise DatasetError(f"{p}: not a labkit profile folder (no profile.json and no datasets)")
         check_profile(p)
-        return load_all(p, kind) + shipped
+        return load_all(p, kind), True
     ds = load(reference)
     if ds.kind != kind:
         raise DatasetError(f"dataset {ds.name!r} is of kind {ds.kind!r}, not {kind!r}")
-    return [ds]
+    return [ds], False
 
 
 def select(reference: str | os.PathLike | None, kind: str, usable=None, needs: str = ""):
     """(datasets, note): what a notebook shows of `kind` for its `reference=` parameter.
 
     Like resolve_reference, but a notebook never stops on it: a dataset name of another kind, or a
-    selection in which `usable(datasets)` finds nothing the notebook can draw (`needs` says what it
-    needs), gives the shipped datasets of `kind` instead — and `note` (Markdown) says so, naming the
-    reference, so nothing shown is mistaken for the system asked for. `note` is None otherwise.
+    reference whose own datasets hold nothing `usable` (a predicate on that list; `needs` says what
+    the part needs) gives the shipped datasets of `kind` instead — and `note` (Markdown) says so,
+    naming the reference, so nothing shown is mistaken for the system asked for. `note` is None
+    otherwise. `usable` judges the reference's own data only: the shipped datasets that follow a
+    profile folder's own do not make it usable.
     """
-    shipped = load_all(None, kind)
+    if reference is None:
+        return load_all(None, kind), None
     try:
-        chosen = resolve_reference(reference, kind)
+        own, folder = _own_datasets(reference, kind)
     except DatasetError as e:
         if "is of kind" not in str(e):
             raise
-        return shipped, (f"`reference={str(reference)!r}` is a dataset of kind `{load(reference).kind}`; this part "
-                         f"shows `{kind}` data, so the shipped `{kind}` datasets are shown.")
-    if reference is not None and usable is not None and not usable(chosen):
-        return shipped, (f"`reference={str(reference)!r}` holds no `{kind}` data this part can draw"
-                         + (f" ({needs})" if needs else "") + f", so the shipped `{kind}` datasets are shown.")
-    return chosen, None
+        return load_all(None, kind), (f"`reference={str(reference)!r}` is a dataset of kind "
+                                      f"`{load(reference).kind}`; this part shows `{kind}` data, so the "
+                                      f"shipped `{kind}` datasets are shown.")
+    if usable is not None and not usable(own):
+        return load_all(None, kind), (f"`reference={str(reference)!r}` holds no `{kind}` data this part can draw"
+                                      + (f" ({needs})" if needs else "")
+                                      + f", so the shipped `{kind}` datasets are shown.")
+    return own + load_all(None, kind) if folder else own, None
 
 
 # --------------------------------------------------------------------------- writing

@@ -161,9 +161,12 @@ def reference_lines(datasets, min_points: int = 4):
 
 
 def summarize_line(nbytes, busbw_GBps, top: int = 3) -> dict:
-    """Plateau (median busbw of the `top` largest sizes) and n½ (α-β fit on busbw) of one sweep."""
+    """Plateau (median busbw of the `top` largest sizes, which plateau_from/to_bytes name) and n½ (α-β fit
+    on busbw) of one sweep."""
     nbytes, bw = np.asarray(nbytes, dtype=float), np.asarray(busbw_GBps, dtype=float)
-    plateau = float(np.median(bw[np.argsort(nbytes)][-top:]))
+    order = np.argsort(nbytes)
+    plateau = float(np.median(bw[order][-top:]))
+    plateau_sizes = nbytes[order][-top:]
     keep = bw > 0
     n_half = None
     if keep.sum() >= 2:
@@ -173,7 +176,8 @@ def summarize_line(nbytes, busbw_GBps, top: int = 3) -> dict:
         except ValueError:
             n_half = None
     below = n_half is not None and n_half < nbytes.min()
-    return {"plateau_busbw_GBps": plateau, "n_half_bytes": n_half, "sweep_starts_above_n_half": bool(below)}
+    return {"plateau_busbw_GBps": plateau, "n_half_bytes": n_half, "sweep_starts_above_n_half": bool(below),
+            "plateau_from_bytes": int(plateau_sizes[0]), "plateau_to_bytes": int(plateau_sizes[-1])}
 
 
 def reference_table(lines):

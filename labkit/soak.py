@@ -25,22 +25,29 @@ def open_fds() -> int:
 MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
-def child_processes(helpers: bool = False) -> int:
-    """Live (non-zombie) descendants of this process, without multiprocessing's helpers; helpers=True
-    counts only the helpers instead. See descendants()."""
-    return len(descendants(helpers=helpers))
+def child_processes() -> int:
+    """How many processes this one has left running: live descendants, less multiprocessing's helpers."""
+    return len(descendants())
 
 
-def descendants(helpers: bool = False) -> set[int]:
-    """PIDs of live descendants of this process, less multiprocessing's helpers (the resource tracker and
-    the fork server, direct children meant to outlive every launch); helpers=True returns just those.
+def descendants() -> set[int]:
+    """PIDs of live (non-zombie) descendants of this process, less multiprocessing's helpers.
 
     What the fork server starts still counts: a rank it forked (which carries the server's command line)
     is a grandchild, and only direct children are taken for helpers.
     """
+    return _scan()[0]
+
+
+def helper_processes() -> set[int]:
+    """PIDs of multiprocessing's helpers among this process's children (resource tracker, fork server)."""
+    return _scan()[1]
+
+
+def _scan() -> tuple[set[int], set[int]]:
     import psutil
 
-    found, helper_pids = set(), set()
+    found, helpers = set(), set()
     for child in psutil.Process().children():
         try:
             is_helper = any(h in " ".join(child.cmdline()) for h in MP_HELPERS)
@@ -48,16 +55,14 @@ def descendants(helpers: bool = False) -> set[int]:
         except psutil.NoSuchProcess:
             continue
         if is_helper:
-            helper_pids.add(child.pid)
+            helpers.add(child.pid)
         for proc in tree:
             try:
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     found.add(proc.pid)
             except psutil.NoSuchProcess:
                 pass
-    if helpers:
-        return {pid for pid in helper_pids if psutil.pid_exists(pid)}
-    return found
+    return found, helpers
 
 
 def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
@@ -88,14 +93,14 @@ def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: i
     from .launch import check_world_size, launch
 
     world_size = check_world_size(world_size)  # nothing starts for a bad --ranks
-    fds0, kids0, helpers0 = open_fds(), child_processes(), child_processes(helpers=True)
+    fds0, kids0, helpers0 = open_fds(), child_processes(), len(helper_processes())
     t0 = time.perf_counter()
     per_rank = launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(runs, nbytes))
     after_launch = []
     for _ in range(launches):
         launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(1, nbytes))
         after_launch.append({"fds": open_fds(), "children": child_processes(),
-                             "helpers": child_processes(helpers=True)})
+                             "helpers": len(helper_processes())})
     return {
         "runs": runs, "world_size": world_size, "nbytes": nbytes, "launches": 1 + launches,
         "seconds": time.perf_counter() - t0,

@@ -382,13 +382,17 @@ def test_recorded_gpu_run_says_when_the_reference_has_none(tmp_path):
     # a profile recorded on a GPU: its own run, no note
     own, note = ov.recorded_gpu_run("h100_pcie5_vm_20261123")
     assert own.name == "gpu_overlap_run" and own.meta["gpu"] != "none" and note is None
-    # an nvbandwidth log, and a host-only profile: nothing of their own, so the shipped run and a note
-    for ref in ("nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points", tmp_path):
-        if ref == tmp_path:
-            assert ov.record(tmp_path, True, ENV) == ["host_overlap_run"]  # gpu "none": not a GPU run
-        ds, note = ov.recorded_gpu_run(ref)
-        assert ds.name == shipped.name
-        assert note.startswith(f"`reference={str(ref)!r}` holds no GPU overlap run") and shipped.meta["title"] in note
+    # an nvbandwidth log (another kind): the shipped run, and a note naming both kinds
+    name = "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points"
+    ds, note = ov.recorded_gpu_run(name)
+    assert ds.name == shipped.name
+    assert note.startswith(f"`reference={name!r}` is a dataset of kind `point`; this part shows `overlap_run`")
+    # a host-only profile: an overlap run of its own, but not on a GPU — the shipped run, and a note saying why
+    assert ov.record(tmp_path, True, ENV) == ["host_overlap_run"]  # gpu "none": not a GPU run
+    ds, note = ov.recorded_gpu_run(tmp_path)
+    assert ds.name == shipped.name
+    assert note == (f"`reference={str(tmp_path)!r}` holds no `overlap_run` data this part can draw (a run on a "
+                    "GPU), so the shipped `overlap_run` datasets are shown.")
 
 
 def test_bench_overlap_host_json(capsys):
@@ -426,10 +430,11 @@ def test_recorded_duplex_for_a_reference_without_duplex_points_falls_back_and_sa
     name = "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points"
     assert ov.recorded_duplex(ov.reference_sets(name, "point")).empty
     rows, note = ov.recorded_duplex_for(name)
-    assert rows.equals(shipped) and note.startswith(f"`reference={name!r}` holds no full-duplex measurement")
-    # a reference of another kind selects the shipped point data: no note needed
+    assert rows.equals(shipped) and note.startswith(f"`reference={name!r}` holds no `point` data this part can draw "
+                                                    "(nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`)")
+    # a reference of another kind: the shipped point data, and a note naming both kinds
     rows, note = ov.recorded_duplex_for("h100_vm_labkit_gpu_overlap_run")
-    assert rows.equals(shipped) and note is None
+    assert rows.equals(shipped) and "is a dataset of kind `overlap_run`; this part shows `point` data" in note
     assert list(ov.recorded_duplex([]).columns) == ov.DUPLEX_COLUMNS
 
 

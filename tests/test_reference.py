@@ -185,6 +185,14 @@ def test_select_falls_back_to_the_shipped_datasets_and_says_why():
     got, note = reference.select("h100_vm_labkit_gpu_overlap_run", "allreduce_sweep")
     assert reference.names_of(got) == shipped
     assert "is a dataset of kind `overlap_run`; this part shows `allreduce_sweep` data" in note
+    # a profile folder is judged by its own datasets, not by the shipped ones that follow them: the H100
+    # profile (one GPU) has a p2p_matrix of its own, but no pair of GPUs in it
+    got, note = reference.select("h100_pcie5_vm_20261123", "p2p_matrix", needs="two or more GPUs",
+                                 usable=lambda own: any(d.frame.src.nunique() > 1 for d in own))
+    assert reference.names_of(got) == reference.names_of(reference.load_all(kind="p2p_matrix"))
+    assert "holds no `p2p_matrix` data this part can draw (two or more GPUs)" in note
+    got, note = reference.select("h100_pcie5_vm_20261123", "p2p_matrix")
+    assert reference.names_of(got)[0] == "p2p_matrix" and len(got) > 1 and note is None
     # a name that is nothing at all is still an error, as with resolve_reference
     with pytest.raises(DatasetError, match="no dataset named"):
         reference.select("no_such_dataset", "allreduce_sweep")

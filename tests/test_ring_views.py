@@ -56,3 +56,9 @@ def test_figure_with_a_fit_draws_the_models():
     ax = views.measured_vs_model_figure(records, "measured here: test", link).axes[0]
     labels = [ln.get_label() for ln in ax.get_lines()]
     assert "model: ring (α=80 µs, β=1.50 GB/s fitted)" in labels, labels
+
+
+def test_summarize_line_names_the_sizes_its_plateau_comes_from():
+    s = views.summarize_line([1 << 20, 64 << 10, 4 << 20, 16 << 20], [1.0, 0.2, 1.5, 2.0])
+    assert s["plateau_busbw_GBps"] == 1.5  # median of the three largest: 1.0, 1.5, 2.0
+    assert (s["plateau_from_bytes"], s["plateau_to_bytes"]) == (1 << 20, 16 << 20)
