@@ -46,7 +46,6 @@ def run_notebook(path, out_dir, *, mode="reference", quick=True, reference=None,
     results = out_dir / f"{path.stem}.results.json"
     params = {"mode": mode, "quick": quick, "reference": None if reference is None else str(reference),
               "results_path": str(results.resolve()), **(extra_parameters or {})}
-    os.environ["LABKIT_HEADLESS"] = "1"  # widgets render a static default view; nothing waits for a front end
     # The kernel inherits this environment: a non-inline MPLBACKEND (Agg, set by test runners) would
     # stop figures from being drawn into the notebook, and so from its HTML export.
     os.environ.pop("MPLBACKEND", None)

@@ -1,9 +1,21 @@
-"""Widgets that work in JupyterLab and Colab, and render a static default when run headless.
+"""Widgets that work in JupyterLab and Colab, and render a static default where no front end listens.
 
-Headless runs (papermill, `labkit run`, CI) set LABKIT_HEADLESS=1: then `interactive` calls the
-view function once with the default values and displays its output directly in the cell, so the
+Where nobody can move a control — a batch executor (papermill, `jupyter nbconvert --execute`,
+`jupyter execute`, nbmake: all run cells through nbclient), `labkit run`, plain Python — `interactive`
+calls the view once with the default values and displays its output directly in the cell, so the
 executed notebook (and its HTML export) holds the figure. With a front end it shows the controls
 and redraws into an Output area on every change. Nothing ever waits for a front end.
+
+Why the executors must get the static view: nbclient mimics the front end's Output widget, and its
+mimic answers every output captured by one with a comm message sent on the shell socket — while
+another coroutine of the same client is waiting on that socket for the cell's `execute_reply`.
+That send can swallow the wake-up of the wait (a zmq socket's file descriptor is edge-triggered),
+so the executor waits for ever on a kernel that has finished (jupyter/nbclient#312; seen here with
+nbclient 0.11, ipykernel 7.4, ipywidgets 8.1.9: notebooks 01, 04 and 06 hung under plain papermill).
+`frontend_listening()` tells the two apart from the request that is running the cell: an
+interactive front end (JupyterLab, Notebook, VS Code, Colab) executes cells with `allow_stdin` set,
+because it can answer `input()`; nbclient executes with `allow_stdin=False`. `LABKIT_HEADLESS`
+overrides the detection: `1` always static, `0` always live controls.
 
 Views draw through `labkit.plots.figure()`. A view's figures are made off pyplot
 (`plots.detached_figures`) and displayed here, one by one: a redraw runs in a comm handler, and in
@@ -25,8 +37,54 @@ HEADLESS_ENV = "LABKIT_HEADLESS"
 _REDRAW_LOCK = threading.RLock()
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def headless() -> bool:
-    return os.environ.get(HEADLESS_ENV, "") not in ("", "0", "false", "False")
+    """True where widgets render their static default view: no front end can move a control.
+
+    `LABKIT_HEADLESS=1` forces the static view and `LABKIT_HEADLESS=0` the live controls; otherwise
+    `frontend_listening()` decides.
+    """
+    forced = os.environ.get(HEADLESS_ENV, "").strip().lower()
+    if forced in _TRUE:
+        return True
+    if forced in _FALSE:
+        return False
+    return not frontend_listening()
+
+
+def frontend_listening() -> bool:
+    """Whether the cell running now was sent by an interactive front end that can draw widgets.
+
+    Outside an IPython kernel (plain Python, a terminal IPython) nothing can draw a widget: False.
+    In a kernel, the request that is executing the cell says whether its sender can answer
+    `input()` (`allow_stdin`): interactive front ends can, batch executors built on nbclient
+    (papermill, nbconvert, `jupyter execute`, nbmake) send `allow_stdin=False`. A kernel that does
+    not expose its request is assumed to have a front end (the old behaviour).
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return False
+    parent = None
+    try:
+        parent = kernel.get_parent("shell")  # ipykernel >= 6
+    except TypeError:
+        parent = kernel.get_parent()
+    except AttributeError:
+        parent = getattr(kernel, "_parent_header", None)  # ipykernel 5 keeps the whole parent message
+    except Exception:  # noqa: BLE001 - a kernel we do not know: keep the controls
+        return True
+    content = (parent or {}).get("content") or {}
+    if (parent or {}).get("header", {}).get("msg_type") != "execute_request" or "allow_stdin" not in content:
+        return True  # not a cell execution we can read (a comm handler, another kernel): keep the controls
+    return bool(content["allow_stdin"])
 
 
 def interactive(view: Callable[..., object], controls: dict, *, title: str = ""):

@@ -1,13 +1,16 @@
-"""Shared fixtures: notebook execution in reference mode, GPU detection, headless widgets."""
+"""Shared fixtures: notebook execution in reference mode, GPU detection.
+
+No LABKIT_HEADLESS here: the notebooks' kernels must find out by themselves that no front end listens
+(labkit.widgets.frontend_listening), as they do under any executor a user runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
-os.environ.setdefault("LABKIT_HEADLESS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
@@ -47,18 +50,22 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture
 def run_nb(tmp_path):
-    """Execute a notebook with papermill; return its results JSON (fails the test on any cell error)."""
-    from labkit.notebooks import find_notebook, run_notebook
+    """Execute a notebook with the `papermill` command in a clean environment (tests/executors.py); return its
+    results JSON. Fails the test on any cell error, and on a run that does not end (a hang)."""
+    from executors import papermill_cli
+
+    from labkit.notebooks import find_notebook
 
     def _run(name: str, mode: str = "reference", quick: bool = True, reference=None, **extra):
-        r = run_notebook(find_notebook(name), tmp_path, mode=mode, quick=quick, reference=reference,
-                         timeout=600, extra_parameters=extra or None)
-        assert r["ok"], f"{name} failed: {r['error']} (executed copy: {r['output']})"
-        assert r["results"], f"{name} wrote no results JSON"
-        with open(r["results"]) as f:
-            data = json.load(f)
-        data["_executed"] = r["output"]
-        data["_seconds"] = r["seconds"]
+        results = tmp_path / f"{name}.results.json"
+        params = {"mode": mode, "quick": quick, "reference": None if reference is None else str(reference),
+                  "results_path": str(results), **extra}
+        t0 = time.perf_counter()
+        executed = papermill_cli(find_notebook(name), tmp_path, params)
+        assert results.exists(), f"{name} wrote no results JSON"
+        data = json.loads(results.read_text())
+        data["_executed"] = str(executed)
+        data["_seconds"] = time.perf_counter() - t0
         return data
 
     return _run

@@ -135,3 +135,61 @@ def test_live_redraws_are_serialised_across_threads(shown, monkeypatch):
         t.join()
     assert not errors and not overlaps, (errors, overlaps)
     assert len(_images(shown)) == 3  # the first view, then one per move
+
+
+class _FakeKernel:
+    def __init__(self, parent):
+        self._parent = parent
+
+    def get_parent(self, channel="shell"):
+        return self._parent
+
+
+def _in_kernel(monkeypatch, parent):
+    import IPython
+
+    shell = type("Shell", (), {"kernel": _FakeKernel(parent)})()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+
+
+def _execute_request(allow_stdin):
+    return {"header": {"msg_type": "execute_request"}, "content": {"code": "", "allow_stdin": allow_stdin}}
+
+
+def test_outside_a_kernel_no_front_end_listens(monkeypatch):
+    monkeypatch.delenv(widgets.HEADLESS_ENV, raising=False)
+    assert not widgets.frontend_listening()
+    assert widgets.headless()
+
+
+@pytest.mark.parametrize("allow_stdin, listening", [(True, True), (False, False)])
+def test_a_cell_sent_by_a_batch_executor_gets_the_static_view(monkeypatch, allow_stdin, listening):
+    """nbclient (papermill, nbconvert, jupyter execute, nbmake) executes with allow_stdin=False."""
+    monkeypatch.delenv(widgets.HEADLESS_ENV, raising=False)
+    _in_kernel(monkeypatch, _execute_request(allow_stdin))
+    assert widgets.frontend_listening() is listening
+    assert widgets.headless() is (not listening)
+
+
+def test_a_request_that_says_nothing_keeps_the_controls(monkeypatch):
+    monkeypatch.delenv(widgets.HEADLESS_ENV, raising=False)
+    _in_kernel(monkeypatch, {"header": {"msg_type": "comm_msg"}, "content": {}})
+    assert widgets.frontend_listening()
+
+
+@pytest.mark.parametrize("value, headless", [("1", True), ("true", True), ("0", False), ("off", False)])
+def test_the_variable_overrides_the_detection(monkeypatch, value, headless):
+    _in_kernel(monkeypatch, _execute_request(not headless))
+    monkeypatch.setenv(widgets.HEADLESS_ENV, value)
+    assert widgets.headless() is headless
+
+
+def test_under_a_batch_executor_interactive_draws_the_default_and_makes_no_widget(shown, monkeypatch):
+    monkeypatch.delenv(widgets.HEADLESS_ENV, raising=False)
+    _in_kernel(monkeypatch, _execute_request(False))
+    got = widgets.interactive(lambda n: _draw(n) and n, {"n": widgets.int_slider(4, 1, 8)}, title="t")
+    assert got == 4
+    assert len(_images(shown)) == 1
+    import ipywidgets
+
+    assert not [o for o in shown if isinstance(o, ipywidgets.Widget)]
