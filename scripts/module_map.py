@@ -1,0 +1,264 @@
+"""The module map of labkit: files, lines, layers, imports between labkit's modules, and import cycles.
+
+    python scripts/module_map.py            # the map, one line per module, then the totals
+    python scripts/module_map.py --json     # the same as JSON
+
+Everything is read from the source with `ast` (nothing is imported), so it works on a broken tree too.
+tests/test_layers.py uses `import_graph()` and `layer_of()` to enforce the layers described in
+docs/design.md ("Layout"): core modules import only core; topics import core (and the topics listed in
+TOPIC_EDGES); tools import anything; no import cycles; labkit's own modules are imported at the top of
+a file, heavy third-party ones (HEAVY) inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "labkit"
+
+#: Core: flat modules that every other layer builds on (plus the log parsers' package).
+CORE = ("units", "timing", "models", "collectives", "reference", "runtime", "plots", "widgets", "check", "system",
+        "launch", "provenance", "logs")
+#: Topics: one subpackage per thing a notebook reads.
+TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy")
+#: Tools: the command line and what it drives.
+TOOLS = ("cli", "benches", "record", "compare", "student", "soak", "notebooks", "doctor")
+#: Compatibility for old import paths (one release); nothing in labkit may import it but labkit/__init__.
+COMPAT = ("_moved",)
+#: Topic → topics it may import (a DAG: checked for cycles too). Everything else two topics share is core.
+TOPIC_EDGES = {
+    "copies": ("overlap",),  # notebook 02's non_blocking pitfall on a CPU runs on overlap's host stream
+    "hierarchy": ("copies",),  # the ladder's GPU and host-memory levels are copy sweeps
+}
+#: Third-party modules too slow or too optional for the top of a file: imported where they are used.
+HEAVY = ("torch", "pynvml", "ipywidgets", "matplotlib", "IPython", "papermill", "nbconvert", "nbformat", "nbclient",
+         "psutil", "scipy", "pandas", "tqdm", "playwright")
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    """One import statement's target, as seen from `module`."""
+
+    module: str  # the importing module, e.g. "labkit.copies.sweeps"
+    target: str  # "labkit.timing", or a third-party top-level name ("torch")
+    line: int
+    local: bool  # inside a function (executed when called), not at import time
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """labkit's modules by dotted name (packages under their own name)."""
+    return {module_name(p): p for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom, known: dict) -> list[str]:
+    """Absolute names an ImportFrom refers to: a submodule where the name is one, else the module itself."""
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        prefix = ".".join(base + ([node.module] if node.module else []))
+    else:
+        prefix = node.module or ""
+    out = []
+    for alias in node.names:
+        sub = f"{prefix}.{alias.name}"
+        out.append(sub if sub in known else prefix)
+    return out
+
+
+def imports(known: dict[str, Path] | None = None) -> list[Import]:
+    """Every import in labkit, labkit's own resolved to modules, third-party ones to their top-level name."""
+    known = known if known is not None else modules()
+    out = []
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        is_package = path.name == "__init__.py"
+
+        def visit(node, local):
+            for child in ast.iter_child_nodes(node):
+                inner = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                if isinstance(child, ast.Import):
+                    for alias in child.names:
+                        target = alias.name if alias.name.split(".")[0] == "labkit" else alias.name.split(".")[0]
+                        while target.startswith("labkit.") and target not in known:
+                            target = target.rsplit(".", 1)[0]
+                        out.append(Import(name, target, child.lineno, local))
+                elif isinstance(child, ast.ImportFrom):
+                    if child.module == "__future__":
+                        continue
+                    if child.level or (child.module or "").split(".")[0] == "labkit":
+                        for target in dict.fromkeys(_resolve(name, is_package, child, known)):
+                            out.append(Import(name, target, child.lineno, local))
+                    else:
+                        out.append(Import(name, child.module.split(".")[0], child.lineno, local))
+                visit(child, inner)
+
+        visit(tree, False)
+    return out
+
+
+def own(imp: Import) -> bool:
+    return imp.target == "labkit" or imp.target.startswith("labkit.")
+
+
+def import_graph(imps: list[Import]) -> dict[str, set[str]]:
+    """labkit module → labkit modules it imports (module level and function-local alike; self-imports dropped)."""
+    graph: dict[str, set[str]] = {}
+    for imp in imps:
+        graph.setdefault(imp.module, set())
+        if own(imp) and imp.target != imp.module and imp.target != "labkit":
+            graph[imp.module].add(imp.target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted; the import cycles."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return sorted(out)
+
+
+#: Flat modules of the old layout (before issue 14) and the topic each belonged to.
+OLD_TOPIC_MODULES = {
+    "transfer": "copies", "latency_curve": "copies", "pinned": "copies", "fidelity": "copies",
+    "transfer_bench": "copies", "transfer_record": "copies",
+    "ring": "allreduce", "ring_sim": "allreduce", "ring_views": "allreduce", "collectives_bench": "allreduce",
+    "hierarchy_worker": "hierarchy", "hierarchical": "hierarchy", "ladder": "hierarchy", "cluster": "hierarchy",
+    "slowlink": "hierarchy",
+}
+
+
+def layer_of(module: str) -> tuple[str, str]:
+    """(layer, unit): layer is core, topic, tool, compat or package; unit is the core module, topic or tool."""
+    parts = module.split(".")
+    if parts == ["labkit"]:
+        return "package", "labkit"
+    head = parts[1]
+    if head in CORE:
+        return "core", head
+    if head in TOPICS:
+        return "topic", head
+    if head in OLD_TOPIC_MODULES:
+        return "topic", OLD_TOPIC_MODULES[head]
+    if head in TOOLS:
+        return "tool", head
+    if head in COMPAT:
+        return "compat", head
+    raise KeyError(f"{module}: not in any layer — add it to CORE, TOPICS or TOOLS in scripts/module_map.py")
+
+
+def violations(imps: list[Import]) -> list[str]:
+    """Layer rules broken, one sentence each ('a -> b: why')."""
+    out = []
+    for imp in imps:
+        if not own(imp) or imp.target == imp.module:
+            continue
+        (src_layer, src), (dst_layer, dst) = layer_of(imp.module), layer_of(imp.target)
+        where = f"{imp.module} -> {imp.target}"
+        if dst_layer == "compat" and src_layer != "package":
+            out.append(f"{where}: imports the compatibility shim (use the new path)")
+        elif src_layer == "core" and dst_layer not in ("core", "package"):
+            out.append(f"{where}: core imports a {dst_layer}")
+        elif src_layer == "topic" and dst_layer == "tool":
+            out.append(f"{where}: a topic imports a tool")
+        elif src_layer == "topic" and dst_layer == "topic" and src != dst and dst not in TOPIC_EDGES.get(src, ()):
+            out.append(f"{where}: topic {src} imports topic {dst} (not in TOPIC_EDGES)")
+    return sorted(set(out))
+
+
+def local_own_imports(imps: list[Import]) -> list[Import]:
+    """Imports of labkit's own modules inside functions (they belong at the top of the file)."""
+    return [i for i in imps if i.local and own(i)]
+
+
+def heavy_top_level(imps: list[Import]) -> list[Import]:
+    """Heavy third-party imports at the top of a file (they make `import labkit...` slow or fragile)."""
+    return [i for i in imps if not i.local and i.target in HEAVY]
+
+
+def summary(root: Path = PACKAGE) -> dict:
+    known = modules(root)
+    imps = imports(known)
+    lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in known.items()}
+    biggest = max(lines, key=lines.get)
+    return {
+        "files": len(known), "lines": sum(lines.values()), "largest": [biggest, lines[biggest]],
+        "files_over_400_lines": sorted(n for n, c in lines.items() if c > 400),
+        "cycles": cycles(import_graph(imps)),
+        "function_local_imports": sum(1 for i in imps if i.local),
+        "function_local_own_imports": len(local_own_imports(imps)),
+        "heavy_top_level_imports": [f"{i.module}:{i.line} {i.target}" for i in heavy_top_level(imps)],
+        "layer_violations": violations(imps),
+        "modules": {n: {"lines": lines[n], "layer": _layer_text(n)} for n in known},
+    }
+
+
+def _layer_text(module: str) -> str:
+    try:
+        layer, unit = layer_of(module)
+    except KeyError:
+        return "?"
+    return layer if layer in ("package", "compat") else f"{layer}:{unit}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    s = summary()
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    for name, m in s["modules"].items():
+        print(f"{m['lines']:6d}  {m['layer']:18s} {name}")
+    print(f"\n{s['files']} files, {s['lines']} lines; largest {s['largest'][0]} ({s['largest'][1]} lines); "
+          f"over 400 lines: {', '.join(s['files_over_400_lines']) or 'none'}")
+    print(f"import cycles: {len(s['cycles'])}" + "".join(f"\n  {' <-> '.join(c)}" for c in s["cycles"]))
+    print(f"function-local imports: {s['function_local_imports']}, of labkit's own modules: "
+          f"{s['function_local_own_imports']}")
+    print(f"heavy third-party imports at the top of a file: {len(s['heavy_top_level_imports'])}")
+    print(f"layer violations: {len(s['layer_violations'])}" + "".join(f"\n  {v}" for v in s["layer_violations"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
