@@ -8,6 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+from . import doctor
+from .system import environment
+
 #: bench name → module providing `bench_arguments(parser, name)` and `bench(args, name)` (an
 #: iterable of JSON-able dicts, one per record). Each experiment lives in its concept's module.
 BENCHES = {
@@ -35,13 +38,11 @@ def _load_bench(name: str):
 
 
 def cmd_doctor(args) -> int:
-    from .system import doctor_report, environment
-
     env = environment(command="labkit doctor")
     if args.json:
         print(json.dumps(env, indent=2, default=str))
     else:
-        print(doctor_report(env))
+        print(doctor.report(env))
     return 0
 
 

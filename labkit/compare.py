@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import reference
-from .latency_curve import MIN_POINTS_FOR_FIT
+from .models import MIN_POINTS_FOR_FIT
 from .reference import Dataset
 from .units import GB, format_bytes
 

@@ -17,7 +17,8 @@ import ctypes.util
 import dataclasses
 
 from . import timing
-from .units import MiB, check_size, format_bytes
+from .runtime import require_cuda
+from .units import MiB, check_pinned_request, format_bytes
 
 #: Large enough that the per-copy latency (a few µs) is < 0.1% of a copy at PCIe speeds.
 DEFAULT_NBYTES = 256 * MiB
@@ -31,11 +32,9 @@ RAW_INNER, RAW_REPEATS, RAW_WARMUP = 10, 10, 3
 
 def _cudart():
     """The libcudart that this process (torch) has loaded; found via /proc/self/maps, else by name."""
+    require_cuda("the raw cudaMemcpyAsync probe")
     import torch
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device: the raw cudaMemcpyAsync probe needs a GPU and a CUDA build of torch; "
-                           "see `labkit doctor`")
     torch.cuda.init()
     try:
         with open("/proc/self/maps") as f:
@@ -74,9 +73,7 @@ def raw_copy(nbytes: int, direction: str, *, device: int = 0, repeats: int = RAW
     """Time pinned cudaMemcpyAsync H2D or D2H with cudaEvents, through the CUDA runtime alone."""
     if direction not in _MEMCPY_KIND:
         raise ValueError(f"direction must be 'h2d' or 'd2h', got {direction!r}")
-    from .transfer import check_pinned_request
-
-    nbytes = check_pinned_request(check_size(nbytes))
+    nbytes = check_pinned_request(nbytes)
     rt = _Runtime()
     vp = ctypes.c_void_p
     host, dev, stream, start, stop = vp(), vp(), vp(), vp(), vp()
@@ -181,12 +178,9 @@ def bench_arguments(p, name: str) -> None:
 
 
 def bench(args, name: str):
-    import torch
-
     from .units import parse_size
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("labkit bench fidelity needs a CUDA GPU (it compares two GPU timers); see `labkit doctor`")
+    require_cuda("labkit bench fidelity (it compares two GPU timers)")
     for f in check(parse_size(args.size), device=args.device):
         yield f.to_dict()
 
@@ -228,7 +222,7 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     """`labkit record`: the fidelity check at DEFAULT_NBYTES, where a GPU exists."""
     if not env.get("cuda_available"):
         return []
-    from .record import measured_meta
+    from .provenance import measured_meta
     from .reference import write_dataset
 
     results = check(DEFAULT_NBYTES)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import ladder
+from .launch import descendants
 from .units import MiB, format_bytes, parse_sizes
 
 #: Default rate of the slow link between groups: 0.025 GB/s (200 Mb/s) per direction. gloo over
@@ -72,7 +73,7 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     """Write this machine's ladder: host memory and processes always, GPU levels where CUDA exists."""
     import pandas as pd
 
-    from .record import measured_meta
+    from .provenance import measured_meta
     from .reference import write_dataset
 
     sizes = ladder.QUICK_SIZES if quick else ladder.FULL_SIZES
@@ -380,35 +381,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of pid (torchrun starts its workers in sessions of their own)."""
-    import os
-
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def _stop(procs) -> None:
     """SIGTERM the agents (they stop their workers), then SIGKILL whatever of the tree is left."""
     import os
     import signal
     import time
 
-    tree = {p.pid: _descendants(p.pid) for p in procs}
+    tree = {p.pid: descendants(p.pid) for p in procs}  # torchrun starts workers in sessions of their own
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -419,7 +398,7 @@ def _stop(procs) -> None:
         except Exception:
             pass
     for p in procs:
-        for pid in [p.pid] + tree[p.pid] + _descendants(p.pid):
+        for pid in {p.pid} | tree[p.pid] | descendants(p.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import timing
-from .units import GB, MiB, format_bytes, pow2_sizes
+from .units import GB, PINNED_CAP_BYTES, MiB, format_bytes, pow2_sizes
 
 LEVELS = ("gpu_memory", "gpu_gpu", "host_gpu", "host_cache", "host_memory", "processes", "network")
 LEVEL_NAMES = {"gpu_memory": "GPU memory (HBM copy)", "gpu_gpu": "GPU↔GPU", "host_gpu": "host↔GPU (PCIe)",
@@ -108,7 +108,7 @@ def measure_gpu(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> 
     if not torch.cuda.is_available():
         return []
     name = torch.cuda.get_device_name(0)
-    top = [n for n in sizes if n <= transfer.PINNED_CAP_BYTES]
+    top = [n for n in sizes if n <= PINNED_CAP_BYTES]
     out = [
         _from_transfer(transfer.gpu_copy_sweep(top, "d2d", "pinned", repeats=repeats), "gpu_memory",
                        f"measured here: {name} D2D copy (bytes counted once)", "labkit.transfer.gpu_copy_sweep d2d"),

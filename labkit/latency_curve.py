@@ -8,10 +8,9 @@ import re
 import numpy as np
 
 from . import models, plots
+from .models import MIN_POINTS_FOR_FIT
+from .reference import precise_rows
 from .units import GB, format_bytes, format_time
-
-#: A curve needs at least this many sizes for an α-β fit; fewer are shown as points only.
-MIN_POINTS_FOR_FIT = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,34 +42,18 @@ def pcie_generation(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def significant_digits(text: str) -> int:
-    """Significant digits of a number as printed ('0.004' → 1, '12.0' → 3, '1.5e-4' → 2)."""
-    mantissa = str(text).strip().lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0")
-    return len(mantissa)
-
-
-#: A printed bandwidth with fewer significant digits than this is too coarse to give a time:
-#: '0.4' GB/s could be anything from 0.35 to 0.45 (±12%); '0.001' could be ±50%.
-MIN_SIGNIFICANT_DIGITS = 2
-
-
 def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -> list[Curve]:
     """One Curve per (direction, run) of a copy_sweep dataset; time from time_s, else nbytes / bandwidth.
 
     Sizes whose bandwidth was printed with a single significant digit are left out: the rounding
     alone makes the time they imply uncertain by 10-50%.
     """
-    import pandas as pd
-
-    f = ds.frame
-    raw = pd.read_csv(ds.path, dtype=str)["bandwidth_GBps"]
-    f = f[raw.fillna("").map(significant_digits).to_numpy() >= MIN_SIGNIFICANT_DIGITS]
+    f = precise_rows(ds)  # a printed 0.0 GB/s, or a single digit, carries no time
     f = f[(f["memory"] == memory) & (f["direction"].isin(directions))]
     if "bandwidth_direction" in f.columns:  # one link, one direction: aggregates over several GPUs are not curves of a link
         f = f[f["bandwidth_direction"].fillna(ds.meta["bandwidth_direction"]) == "unidirectional"]
     elif ds.meta["bandwidth_direction"] != "unidirectional":
         return []
-    f = f[f["bandwidth_GBps"] > 0]  # a printed 0.0 GB/s carries no time
     runs = f["run"].fillna("") if "run" in f.columns else None
     out = []
     keys = ["direction"] + (["run"] if runs is not None else [])

@@ -61,6 +61,8 @@ import warnings
 from multiprocessing.connection import wait as _wait
 from typing import Callable, Sequence
 
+from .runtime import require_cuda
+
 BACKENDS = ("gloo", "nccl")
 #: Start methods launch accepts; see start_method().
 START_METHODS = ("forkserver", "spawn")
@@ -309,12 +311,8 @@ def _check(worker_fn, world_size, backend, timeout_s) -> int:
                          "module (the ranks import it by name; a function defined in a notebook cell, "
                          "a lambda or a nested function cannot be found there). Put it in a .py file.")
     if backend == "nccl":
-        import torch
-
-        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if have < n:
-            raise ValueError(f"backend 'nccl' needs one CUDA device per rank: {n} ranks, {have} device(s). "
-                             "Use backend='gloo' (CPU), or fewer ranks.")
+        require_cuda(f"backend 'nccl' with {n} ranks (one CUDA device per rank)", gpus=n,
+                     hint=", backend='gloo' (CPU), or fewer ranks")
     return n
 
 
@@ -452,6 +450,56 @@ def _shutdown(procs, let_exit_s: float = 0.0) -> None:
             p.kill()
             p.join()
         p.close()
+
+
+# --------------------------------------------------------------------------- the process tree
+#: multiprocessing's own helper processes: one of each per parent, started by its first launch and meant
+#: to live as long as the parent does. Recognised by their command line.
+MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def descendants(pid: int | None = None, *, helpers: bool = True) -> set[int]:
+    """PIDs of the live (non-zombie) descendants of `pid` (default: this process).
+
+    `helpers=False` leaves out multiprocessing's helpers among the direct children (MP_HELPERS); what a
+    fork server forked (a rank, which carries the server's command line) still counts. Used to check that
+    nothing outlives a launch (labkit bench soak) and to stop every process torchrun started.
+    """
+    return _process_tree(pid)[0 if helpers else 1]
+
+
+def helper_processes(pid: int | None = None) -> set[int]:
+    """PIDs of multiprocessing's helpers among the children of `pid` (resource tracker, fork server)."""
+    return _process_tree(pid)[2]
+
+
+def _process_tree(pid: int | None) -> tuple[set[int], set[int], set[int]]:
+    """(every live descendant, the same less the helpers, the helpers)."""
+    import psutil
+
+    every, found, helpers = set(), set(), set()
+    try:
+        children = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return every, found, helpers
+    for child in children:
+        try:
+            is_helper = any(h in " ".join(child.cmdline()) for h in MP_HELPERS)
+            tree = [child] + child.children(recursive=True)
+        except psutil.Error:
+            continue
+        if is_helper:
+            helpers.add(child.pid)
+        for proc in tree:
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.Error:
+                continue
+            every.add(proc.pid)
+            if proc is not child or not is_helper:
+                found.add(proc.pid)
+    return every, found, helpers
 
 
 def _setup_delay(spec: str, rank: int) -> float:

@@ -16,6 +16,10 @@ from .units import GB
 
 
 # --------------------------------------------------------------------------- the α-β law
+#: A sweep needs at least this many sizes for an α-β fit worth reporting; fewer are shown as points only
+#: (two parameters from two or three points leave the residuals no room to say whether the law holds).
+MIN_POINTS_FOR_FIT = 5
+
 @dataclasses.dataclass(frozen=True)
 class AlphaBetaFit:
     """t(n) = α + n/β fitted to a measured sweep.

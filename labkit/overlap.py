@@ -32,7 +32,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .units import MiB, format_bytes, format_time
+from .runtime import require_cuda
+from .units import MiB, check_pinned_request, format_bytes, format_time
 
 #: Scenarios of one efficiency measurement: each job alone, then both at once.
 COPY_ALONE, COMPUTE_ALONE, BOTH = "copy_alone", "compute_alone", "both"
@@ -492,10 +493,9 @@ class CudaStream:
     kind = "cuda"
 
     def __init__(self, name: str = "copy", stream=None, device: int = 0):
+        require_cuda("CudaStream", hint=", or use HostStream")
         import torch
 
-        if not torch.cuda.is_available():
-            raise RuntimeError("no CUDA device: CudaStream needs a GPU — use HostStream, or mode='reference'")
         self.name = name
         self.stream = stream if stream is not None else torch.cuda.Stream(device=device)
 
@@ -730,15 +730,6 @@ def host_loader_timelines(w: HostWorkload, copy_stream, main, units: int, n_batc
 
 
 # --------------------------------------------------------------------------- GPU experiment
-def _cuda_or_raise(what: str) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise RuntimeError(f"{what} needs a CUDA GPU and torch sees none (torch {torch.__version__}"
-                           f"{', a CPU-only build' if torch.version.cuda is None else ''}): run with "
-                           "mode='reference', or `labkit bench overlap --backend host`, or see `labkit doctor`")
-
-
 def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] = DEFAULT_RATIOS, *,
                         repeats: int = DEFAULT_REPEATS, device: int = 0, pageable: bool = True,
                         duplex: bool = True, loader_batches: int = LOADER_BATCHES):
@@ -752,12 +743,8 @@ def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] =
     import pandas as pd
     import torch
 
-    from .transfer import PINNED_CAP_BYTES
-
-    _cuda_or_raise("measure_gpu_overlap")
-    if 2 * nbytes > PINNED_CAP_BYTES:
-        raise ValueError(f"two pinned buffers of {format_bytes(nbytes)} exceed labkit's pinned-memory cap of "
-                         f"{format_bytes(PINNED_CAP_BYTES)} (labkit.transfer.PINNED_CAP_BYTES)")
+    require_cuda("measure_gpu_overlap", hint=", or `labkit bench overlap --backend host`")
+    check_pinned_request(2 * nbytes)  # two pinned source buffers
     dev = torch.device("cuda", device)
     torch.cuda.set_device(dev)
     name = torch.cuda.get_device_name(dev)
@@ -893,7 +880,7 @@ def pick_link_sweep(datasets, batch_bytes: int, direction: str = "h2d"):
     Returns (None, None) when no dataset has at least five sizes.
     """
     from .models import fit_alpha_beta_from_bandwidth
-    from .pinned import precise_rows
+    from .reference import precise_rows
 
     best = None
     for ds in datasets:
@@ -1038,7 +1025,7 @@ def _backend(choice: str) -> str:
     if choice == "auto":
         return "cuda" if gpu_count() else "host"
     if choice == "cuda":
-        _cuda_or_raise("labkit bench overlap --backend cuda")
+        require_cuda("labkit bench overlap --backend cuda", hint=", or `labkit bench overlap --backend host`")
     return choice
 
 
@@ -1086,7 +1073,7 @@ def summary_records(frame, backend: str, where: str):
 
 def record(folder, quick: bool, env: dict) -> list[str]:
     """Write `host_overlap_run` (always) and `gpu_overlap_run` (when a GPU is visible)."""
-    from .record import measured_meta
+    from .provenance import measured_meta
     from .reference import write_dataset
 
     names = []

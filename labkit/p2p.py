@@ -33,6 +33,8 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from . import timing
+from .runtime import require_cuda
+from .system import Finding
 from .units import MiB, format_bytes, parse_size
 
 # --------------------------------------------------------------------------- vocabulary
@@ -80,6 +82,9 @@ STAGING_SLOTS = 2
 #: so every copy is queued before the first one runs.
 SPIN_MARGIN = 2.0
 QUICK_REPEATS = 5
+#: What to do without a GPU, added to `require_cuda`'s message.
+NO_GPU_HINT = (" (notebook 04 replays recorded systems; one GPU measures the copy inside it, GPU pairs need two "
+               "or more)")
 
 # Diagnosis thresholds — each says when a number is worth a sentence.
 #: A pair at < 75% of the median of comparable pairs is an outlier worth a warning.
@@ -609,22 +614,6 @@ def plot_local_vs_recorded(sources: Sequence, run: "P2PRun | None" = None):
 
 
 # --------------------------------------------------------------------------- diagnosis
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    """One plain-language observation about a matrix; `pairs` are (src, dst) GPU indices."""
-
-    level: str  # "warn" or "info"
-    rule: str  # which check produced it
-    message: str
-    pairs: tuple[tuple[int, int], ...] = ()
-
-    def __str__(self) -> str:
-        return f"[{self.level}] {self.message}"
-
-    def _repr_markdown_(self) -> str:
-        return f"{'⚠️' if self.level == 'warn' else 'ℹ️'} {self.message}"
-
-
 _CONSUMER_RE = re.compile(r"GeForce|RTX\s*[2-5]0[5-9]0(?!.*(PRO|Ada|A\d000))|TITAN", re.I)
 _VM_RE = re.compile(r"\bVM\b|virtual machine|hypervisor|Standard_ND|\bND\d", re.I)
 
@@ -733,18 +722,16 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
         numbers = (f": with P2P 'on' the copy reaches {_range_text(got)} GB/s, no more than staged through host memory "
                    f"({_range_text(staged)} GB/s, unidirectional)" if got and staged else
                    " (can_device_access_peer says no)")
-        out.append(Finding("warn", "peer_access", (
-            f"{text}: peer access is not in effect{numbers} — every copy between them is staged through host "
-            f"memory. Likely cause: {_likely_causes(link_label(topo, i, j), src.gpu, src.context)}."), pairs))
+        out.append(Finding("warn", f"{text}: peer access is not in effect{numbers} — every copy between them is staged through host "
+            f"memory. Likely cause: {_likely_causes(link_label(topo, i, j), src.gpu, src.context)}.", rule="peer_access", pairs=pairs))
 
     # 2. P2P slower than staging
     if on is not None and off is not None:
         slower = [(i, j) for i, j, v in off_diagonal(on) if np.isfinite(staged_value(i, j)) and v < 0.9 * staged_value(i, j)]
         for text, pairs in _pair_text(slower):
-            out.append(Finding("warn", "p2p_slower_than_staged", (
-                f"{text}: the direct P2P copy ({_range_text([on.loc[p] for p in pairs])} GB/s, unidirectional) is slower "
+            out.append(Finding("warn", f"{text}: the direct P2P copy ({_range_text([on.loc[p] for p in pairs])} GB/s, unidirectional) is slower "
                 f"than staging through host memory ({_range_text([staged_value(*p) for p in pairs])} GB/s) — the "
-                "platform's peer path is poor (often across CPU sockets); NCCL_P2P_LEVEL keeps NCCL off it."), pairs))
+                "platform's peer path is poor (often across CPU sockets); NCCL_P2P_LEVEL keeps NCCL off it.", rule="p2p_slower_than_staged", pairs=pairs))
 
     # 3. NVLink promise
     for kind in ("bandwidth_uni", "bandwidth_bi"):
@@ -757,10 +744,9 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
         for text, pairs in _pair_text(weak):
             label = link_label(topo, *pairs[0])
             floor = per_pair * NVLINK_MIN_PER_LINK_GBps * nvlink_count(label)
-            out.append(Finding("warn", "nvlink_promise", (
-                f"{text}: the topology says {label}, which carries at least {_fmt(floor)} GB/s ({DIRECTION[kind]}) even on "
+            out.append(Finding("warn", f"{text}: the topology says {label}, which carries at least {_fmt(floor)} GB/s ({DIRECTION[kind]}) even on "
                 f"first-generation NVLink, but the copy reaches {_range_text([m.loc[p] for p in pairs])} GB/s: the NVLink "
-                "path is not in use (peer access off in software, or links down — `nvidia-smi nvlink -s`)."), pairs))
+                "path is not in use (peer access off in software, or links down — `nvidia-smi nvlink -s`).", rule="nvlink_promise", pairs=pairs))
 
     for (kind, p2p), m in sorted(mats.items(), key=lambda kv: (KINDS.index(kv[0][0]), kv[0][1])):
         cells = off_diagonal(m)
@@ -786,11 +772,10 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
                          "ran on the other socket." if len(nodes) == 1 and None not in nodes and
                          nodes != {numa.get(g) for g in gpus if g not in slow} else "")
             vals = "; ".join(f"GPU{g} {_fmt(a)} vs {_fmt(b)} {unit}" for g, (a, b) in slow.items())
-            out.append(Finding("info", "slow_gpu", (
-                f"{names}: {'higher latency' if lower_is_better else 'lower bandwidth'} with every peer "
+            out.append(Finding("info", f"{names}: {'higher latency' if lower_is_better else 'lower bandwidth'} with every peer "
                 f"({_what(kind, p2p)}; median of its pairs vs pairs without it: {vals}) — such a GPU may sit under the "
                 "other CPU socket, behind a busier PCIe switch, or on a narrower or slower link (`labkit doctor` shows "
-                f"width and generation).{numa_note}"), tuple((i, j) for i, j, _ in cells if i in slow or j in slow)))
+                f"width and generation).{numa_note}", rule="slow_gpu", pairs=tuple((i, j) for i, j, _ in cells if i in slow or j in slow)))
 
         # 5. single pairs far below comparable pairs
         def group_of(i, j):
@@ -814,10 +799,9 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
             hint = (" (A staged copy climbs to host memory and back: GPUs behind one PCIe switch share its uplink.)"
                     if p2p == "disabled" else " Check that pair's links (`nvidia-smi nvlink -s`, `nvidia-smi topo -m`).")
             for text, pairs in _pair_text(flagged):
-                out.append(Finding("warn", "outlier_pair", (
-                    f"{text} {'takes' if lower_is_better else 'reaches'} {_range_text([m.loc[p] for p in pairs])} {unit} "
+                out.append(Finding("warn", f"{text} {'takes' if lower_is_better else 'reaches'} {_range_text([m.loc[p] for p in pairs])} {unit} "
                     f"({_what(kind, p2p)}) vs {_fmt_range(others)} {unit} for the other pairs"
-                    f"{' ' + where if where else ''}.{hint}"), pairs))
+                    f"{' ' + where if where else ''}.{hint}", rule="outlier_pair", pairs=pairs))
 
     # 6. both directions at once well below one direction alone
     for p2p in P2P_STATES:
@@ -827,27 +811,25 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
         below = [(i, j) for i, j, v in off_diagonal(bi) if i in uni.index and j in uni.columns
                  and np.isfinite(uni.loc[i, j]) and v < BIDIR_FLOOR_FRACTION * uni.loc[i, j]]
         for text, pairs in _pair_text(below):
-            out.append(Finding("warn" if p2p == "enabled" else "info", "bidirectional_below_unidirectional", (
-                f"{text} ({P2P_TEXT[p2p].split(' (')[0]}): both directions at once reach "
+            out.append(Finding("warn" if p2p == "enabled" else "info", f"{text} ({P2P_TEXT[p2p].split(' (')[0]}): both directions at once reach "
                 f"{_range_text([bi.loc[p] for p in pairs])} GB/s in total, less than one direction alone "
                 f"({_range_text([uni.loc[p] for p in pairs])} GB/s) — the two directions contend for something they "
-                "share, typically a PCIe switch uplink or the host memory they are staged through."), pairs))
+                "share, typically a PCIe switch uplink or the host memory they are staged through.", rule="bidirectional_below_unidirectional", pairs=pairs))
 
     # 7. staged copies that cross NUMA nodes
     if off is not None and len(set(numa.values()) - {"N/A"}) > 1:
         within = [v for i, j, v in off_diagonal(off) if numa.get(i) == numa.get(j)]
         across = [v for i, j, v in off_diagonal(off) if numa.get(i) != numa.get(j)]
         if within and across and np.median(across) < SLOW_GPU_FRACTION * np.median(within):
-            out.append(Finding("info", "numa", (
-                f"Staged copies between GPUs on different NUMA nodes reach a median {_fmt(np.median(across))} GB/s vs "
+            out.append(Finding("info", f"Staged copies between GPUs on different NUMA nodes reach a median {_fmt(np.median(across))} GB/s vs "
                 f"{_fmt(np.median(within))} GB/s within one node: the staging buffer sits on one socket, so the "
-                "other GPU's half of the copy crosses the socket link."), ()))
+                "other GPU's half of the copy crosses the socket link.", rule="numa", pairs=()))
     out.sort(key=lambda x: x.level != "warn")
     return out
 
 
-def doctor_findings(env: dict) -> list[tuple[str, str]]:
-    """Peer-access findings for `labkit doctor`: (level, message), with the likely cause per pair.
+def doctor_findings(env: dict) -> list[Finding]:
+    """Peer-access findings for `labkit doctor`, with the likely cause per pair.
 
     Uses only what `labkit.system.environment()` collected (no measurement): `peer_access`,
     the GPU names and `nvidia-smi topo -m`.
@@ -872,17 +854,19 @@ def doctor_findings(env: dict) -> list[tuple[str, str]]:
     for text, pairs in _pair_text(blocked):
         i, j = pairs[0]
         label = link_label(topo, i, j)
-        out.append(("warn", f"{text}{f' ({label})' if label else ''}: peer access unavailable — GPU↔GPU copies are "
-                            f"staged through host memory. Likely cause: {_likely_causes(label, gpu, '')}."))
+        out.append(Finding("warn", f"{text}{f' ({label})' if label else ''}: peer access unavailable — GPU↔GPU copies "
+                                   f"are staged through host memory. Likely cause: {_likely_causes(label, gpu, '')}.",
+                           rule="peer_access", pairs=pairs))
     if not blocked:
-        out.append(("ok", "peer access available between every GPU pair"))
+        out.append(Finding("ok", "peer access available between every GPU pair", rule="peer_access"))
     if topo is not None:
         cross = [(i, j) for i in range(len(topo)) for j in range(i + 1, len(topo))
                  if link_label(topo, i, j) == "SYS" and peers.get(f"{i}->{j}")]
         if cross:
-            out.append(("info", "peer access across CPU sockets (SYS) for " + ", ".join(f"GPU{i}↔GPU{j}" for i, j in cross)
-                        + ": it works but crosses the socket link — measure it (`labkit bench p2p`) before putting "
-                          "these pairs in one tensor-parallel group."))
+            out.append(Finding("info", "peer access across CPU sockets (SYS) for "
+                               + ", ".join(f"GPU{i}↔GPU{j}" for i, j in cross) + ": it works but crosses the socket link "
+                               "— measure it (`labkit bench p2p`) before putting these pairs in one tensor-parallel "
+                               "group.", rule="numa", pairs=tuple(cross)))
     return out
 
 
@@ -1193,31 +1177,13 @@ def peer_access_matrix(devices: Sequence[int] | None = None) -> list[list[bool]]
     return [[a == b or bool(torch.cuda.can_device_access_peer(a, b)) for b in devices] for a in devices]
 
 
-def missing_gpu_message(need: int = 1, what: str = "labkit bench p2p") -> str | None:
-    """None when this machine has `need` CUDA GPUs; else a sentence saying what is missing and what to do."""
-    try:
-        import torch
-    except ImportError:
-        return f"{what} needs torch: `pip install -e .` installs it (see `labkit doctor`)"
-    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if have >= need:
-        return None
-    why = (f"this torch is a CPU-only build ({torch.__version__}): install a CUDA build of torch on a GPU machine"
-           if not torch.version.cuda else "torch sees no CUDA device (no driver, or the GPUs are hidden by "
-                                          "CUDA_VISIBLE_DEVICES)")
-    return (f"{what} needs a CUDA GPU (two or more for GPU↔GPU pairs; one GPU measures only the copy inside it), "
-            f"but this machine has {have}: {why}. Notebook 04 replays recorded systems with mode='reference'; "
-            "see `labkit doctor`.")
-
-
 class CudaBackend:
     """How measure() touches real GPUs: buffers, copy paths with their streams, and the timers."""
 
     def __init__(self, chunk_bytes: int = STAGING_CHUNK_BYTES):
+        require_cuda("measuring GPU copies", hint=NO_GPU_HINT)
         import torch
 
-        if not torch.cuda.is_available():
-            raise RuntimeError(missing_gpu_message(1, "measuring GPU copies"))
         self.torch = torch
         self.chunk_bytes = chunk_bytes
         self._cycles_per_s: dict[int, float] = {}
@@ -1375,7 +1341,7 @@ def measure(devices: Sequence[int] | None = None, *, nbytes: int = BANDWIDTH_BYT
         devices = list(range(torch.cuda.device_count()))
     devices = [int(d) for d in devices]
     if not devices:
-        raise RuntimeError(missing_gpu_message(1, "labkit.p2p.measure"))
+        require_cuda("labkit.p2p.measure", hint=NO_GPU_HINT)
     bad = [k for k in kinds if k not in KINDS or k == "latency_cpu"]
     if bad:
         raise ValueError(f"cannot measure {bad}; choose from bandwidth_uni, bandwidth_bi, latency_gpu")
@@ -1458,9 +1424,7 @@ _MATRIX_ARGS = {"uni": "bandwidth_uni", "bi": "bandwidth_bi", "latency": "latenc
 
 def bench(args, name: str = "p2p"):
     """Records, one per matrix cell; raises RuntimeError (no GPU) before anything runs."""
-    problem = missing_gpu_message(1)
-    if problem:
-        raise RuntimeError(problem)
+    require_cuda("labkit bench p2p", hint=NO_GPU_HINT)
     try:
         kinds = [_MATRIX_ARGS[x.strip()] for x in args.matrices.split(",") if x.strip()]
         states = [x.strip() for x in args.p2p.split(",") if x.strip()]
@@ -1517,7 +1481,7 @@ def record(folder, quick: bool, env: dict, *, backend=None, devices=None, nbytes
     """Write the `p2p_matrix` dataset of this machine into a profile folder; [] without a GPU.
 
     `backend`, `devices` and `nbytes` are for tests (a host-memory backend, small copies)."""
-    from .record import measured_meta
+    from .provenance import measured_meta
     from .reference import write_dataset
 
     if backend is None and not env.get("cuda_available"):

@@ -1,6 +1,6 @@
 """Pinned vs pageable host memory: the copy speed-up, what pinning itself costs, and the non_blocking pitfall.
 
-- `pinned_empty` / `pin`: pinned allocations capped by `labkit.transfer.PINNED_CAP_BYTES`, with a
+- `pinned_empty` / `pin`: pinned allocations capped by `labkit.units.PINNED_CAP_BYTES`, with a
   clear error past it (pinned pages cannot be swapped out; pinning too much starves the OS).
 - `ratio_survey(datasets)`: pinned/pageable bandwidth ratio of every recorded `copy_sweep` that
   holds both kinds for the same direction and size; systems with pinned numbers only have no ratio.
@@ -25,9 +25,12 @@ import numpy as np
 
 from . import timing
 from .overlap import reference_sets  # noqa: F401  (what a notebook's reference= selects, per kind)
-from .transfer import PINNED_CAP_BYTES
-from .units import GB, KiB, MiB, format_bytes, pow2_sizes
+from .reference import precise_rows
+from .runtime import gpu_count, require_cuda
+from .units import GB, PINNED_CAP_BYTES, KiB, MiB, PinnedCapError, check_pinned_request, format_bytes, pow2_sizes  # noqa: F401
 
+#: What to do without a GPU, added to `require_cuda`'s message.
+NO_GPU_HINT = " (notebook 02 replays recorded data), `labkit bench host` for host memory"
 #: Sizes for the pin-cost experiment: 64 KiB .. 256 MiB every 4× (quick: up to 16 MiB).
 PIN_MIN_BYTES, PIN_MAX_BYTES, PIN_QUICK_MAX_BYTES = 64 * KiB, 256 * MiB, 16 * MiB
 #: Repeats of a cold pin (each one frees torch's pinned-memory cache first, so keep it small).
@@ -45,42 +48,9 @@ PITFALL_BYTES = 64 * MiB
 PITFALL_SLEEP_CYCLES = 50_000_000
 
 
-class PinnedCapError(ValueError):
-    """A pinned allocation larger than labkit's cap was asked for."""
-
-
-# --------------------------------------------------------------------------- capped pinned allocation
-def check_pinned_request(nbytes: int, cap: int = PINNED_CAP_BYTES) -> int:
-    """Return nbytes if it may be pinned; raise PinnedCapError (saying what to do) if it is above `cap`."""
-    nbytes = int(nbytes)
-    if nbytes <= 0:
-        raise ValueError(f"a pinned buffer needs at least 1 byte, got {nbytes}")
-    if nbytes > cap:
-        raise PinnedCapError(
-            f"refusing to pin {nbytes:,} bytes ({format_bytes(nbytes)}): above labkit's pinned-memory cap of "
-            f"{cap:,} bytes ({format_bytes(cap)}) "
-            f"(labkit.transfer.PINNED_CAP_BYTES). Pinned pages cannot be swapped out, so pinning a large share "
-            f"of RAM can freeze the machine. Pin smaller chunks and reuse them (a staging ring), or pass a "
-            f"larger cap= deliberately if you know this machine has the memory to spare.")
-    return nbytes
-
-
 def can_pin() -> bool:
     """True when torch can allocate pinned memory here (it needs a CUDA driver and device)."""
-    from .runtime import gpu_count
-
     return gpu_count() > 0
-
-
-def _need_cuda(what: str) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        raise RuntimeError(
-            f"{what} needs a CUDA GPU: pinned (page-locked) host memory is allocated through the CUDA driver, "
-            f"and torch {torch.__version__} ({build}) sees no CUDA device. Run notebook 02 with mode='reference' "
-            f"(recorded data), use `labkit bench host` for host memory, or see `labkit doctor`.")
 
 
 def pinned_empty(nbytes: int, *, cap: int = PINNED_CAP_BYTES):
@@ -88,35 +58,18 @@ def pinned_empty(nbytes: int, *, cap: int = PINNED_CAP_BYTES):
     import torch
 
     check_pinned_request(nbytes, cap)
-    _need_cuda("pinned_empty")
+    require_cuda("pinned_empty", hint=NO_GPU_HINT)
     return torch.empty(int(nbytes), dtype=torch.uint8, pin_memory=True)
 
 
 def pin(tensor, *, cap: int = PINNED_CAP_BYTES):
     """`tensor.pin_memory()` (a pinned copy), refused above `cap`."""
     check_pinned_request(tensor.numel() * tensor.element_size(), cap)
-    _need_cuda("pin")
+    require_cuda("pin", hint=NO_GPU_HINT)
     return tensor.pin_memory()
 
 
 # --------------------------------------------------------------------------- recorded ratios
-def precise_rows(ds):
-    """The dataset's rows whose bandwidth was printed with at least two significant digits.
-
-    Same rule as notebook 01 (`latency_curve.MIN_SIGNIFICANT_DIGITS`): the CSE 554 console table
-    prints 3 decimals, so a 2-byte copy shows '0.000' or '0.001' GB/s — a ratio of two such values
-    is rounding, not a measurement. The raw CSV text is read to count the printed digits.
-    """
-    import pandas as pd
-
-    from .latency_curve import MIN_SIGNIFICANT_DIGITS, significant_digits
-
-    raw = pd.read_csv(ds.path, dtype=str)["bandwidth_GBps"].fillna("")
-    keep = raw.map(significant_digits).to_numpy() >= MIN_SIGNIFICANT_DIGITS
-    f = ds.frame[keep]
-    return f[f["bandwidth_GBps"] > 0]
-
-
 def ratio_frame(ds):
     """Pinned/pageable ratios of one copy_sweep dataset: one row per (direction, run, size) with both."""
     import pandas as pd
@@ -329,7 +282,7 @@ def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device
     """
     import torch
 
-    _need_cuda("measure_pin_cost")
+    require_cuda("measure_pin_cost", hint=NO_GPU_HINT)
     from .transfer import gpu_copy_sweep
 
     out = []
@@ -480,7 +433,7 @@ def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch
     import torch
     from torch.utils.data import DataLoader
 
-    _need_cuda("measure_dataloader")
+    require_cuda("measure_dataloader", hint=NO_GPU_HINT)
     dev = torch.device("cuda", device)
     ds = SyntheticImages(batches * batch_size)
     loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, pin_memory=pin_memory,
@@ -523,7 +476,7 @@ def nonblocking_pitfall_gpu(nbytes: int = PITFALL_BYTES, *, device: int = 0,
     """
     import torch
 
-    _need_cuda("nonblocking_pitfall_gpu")
+    require_cuda("nonblocking_pitfall_gpu", hint=NO_GPU_HINT)
     dev = torch.device("cuda", device)
     src = torch.full((int(nbytes),), 7, dtype=torch.uint8, device=dev)
     dst = pinned_empty(nbytes).zero_()
@@ -578,7 +531,7 @@ def bench(args, name: str):
     unknown = set(whats) - set(WHATS)
     if unknown:
         raise ValueError(f"unknown --what {sorted(unknown)}; choose from {', '.join(WHATS)}")
-    _need_cuda("labkit bench pinned")
+    require_cuda("labkit bench pinned", hint=NO_GPU_HINT)
     sizes = parse_sizes(args.sizes) if args.sizes else pow2_sizes(
         PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if args.quick else PIN_MAX_BYTES, step=2)
     base = {"experiment": "pinned"}
@@ -618,7 +571,7 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     """
     import pandas as pd
 
-    from .record import measured_meta
+    from .provenance import measured_meta
     from .reference import write_dataset
 
     if not env.get("cuda_available") or not can_pin():

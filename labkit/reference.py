@@ -255,6 +255,32 @@ def select(reference: str | os.PathLike | None, kind: str, usable=None, needs: s
     return own + load_all(None, kind) if folder else own, None
 
 
+# --------------------------------------------------------------------------- printed precision
+#: A printed bandwidth with fewer significant digits than this is too coarse to give a time:
+#: '0.4' GB/s could be anything from 0.35 to 0.45 (±12%); '0.001' could be ±50%.
+MIN_SIGNIFICANT_DIGITS = 2
+
+
+def significant_digits(text: str) -> int:
+    """Significant digits of a number as printed ('0.004' → 1, '12.0' → 3, '1.5e-4' → 2)."""
+    mantissa = str(text).strip().lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+def precise_rows(ds: Dataset, column: str = "bandwidth_GBps"):
+    """The dataset's rows whose `column` was printed with at least MIN_SIGNIFICANT_DIGITS digits, and above 0.
+
+    The CSE 554 console table prints 3 decimals, so a 2-byte copy shows '0.000' or '0.001' GB/s: a time
+    or a ratio computed from such a value is rounding, not a measurement (and 0.0 carries no time at
+    all). The raw CSV text is read to count the printed digits.
+    """
+    import pandas as pd
+
+    raw = pd.read_csv(ds.path, dtype=str)[column].fillna("")
+    f = ds.frame[raw.map(significant_digits).to_numpy() >= MIN_SIGNIFICANT_DIGITS]
+    return f[f[column] > 0]
+
+
 # --------------------------------------------------------------------------- writing
 def write_dataset(folder: str | os.PathLike, name: str, frame, meta: dict) -> Path:
     """Validate and write `<name>.csv` + `<name>.meta.json` into folder, each file atomically."""

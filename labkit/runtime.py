@@ -30,7 +30,7 @@ class Requirement:
     what: str = ""  # plain words for error messages
 
 
-#: Hardware each named experiment needs to run live. Experiments not listed need nothing.
+#: Hardware each named experiment needs to run live. `Session.mode_for` refuses a name not listed here.
 EXPERIMENTS: dict[str, Requirement] = {
     "h2d_sweep": Requirement(1, "a CUDA GPU"),
     "host_copy_sweep": Requirement(0, "nothing (host memory)"),
@@ -54,6 +54,10 @@ class LiveModeUnavailable(RuntimeError):
     """mode='live' was asked for an experiment whose hardware this machine lacks."""
 
 
+class CudaUnavailable(RuntimeError):
+    """Something that needs CUDA devices ran where torch sees too few (see `require_cuda`)."""
+
+
 def gpu_count() -> int:
     """CUDA devices visible to torch (0 when torch or CUDA is missing)."""
     try:
@@ -73,10 +77,19 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+def requirement(experiment: str) -> Requirement:
+    """What `experiment` needs to run live; an unknown name is an error (a typo would otherwise run live)."""
+    try:
+        return EXPERIMENTS[experiment]
+    except KeyError:
+        raise ValueError(f"unknown experiment {experiment!r}: known experiments are {', '.join(sorted(EXPERIMENTS))} "
+                         "(add a new one to labkit.runtime.EXPERIMENTS with what it needs)") from None
+
+
 def resolve_mode(mode: str, experiment: str, gpus: int | None = None) -> str:
     """'live' or 'reference' for one experiment; raises LiveModeUnavailable for impossible live runs."""
     check_mode(mode)
-    need = EXPERIMENTS.get(experiment, Requirement())
+    need = requirement(experiment)
     have = gpu_count() if gpus is None else gpus
     if need.gpus == 0:
         return "live"  # cheap CPU experiments are the point of a notebook: they run in every mode
@@ -90,6 +103,28 @@ def resolve_mode(mode: str, experiment: str, gpus: int | None = None) -> str:
         f"experiment {experiment!r} needs {need.what} to run live, but this machine has {have} CUDA "
         f"device(s). Run with mode='auto' (replays recorded data where hardware is missing) or "
         f"mode='reference', or see `labkit doctor`.")
+
+
+def require_cuda(what: str, gpus: int = 1, *, hint: str = "") -> int:
+    """The number of CUDA devices torch sees, if at least `gpus`; else CudaUnavailable saying what to do.
+
+    `what` names the caller in the message ("labkit bench p2p", "pinned_empty"); `hint` adds another
+    way out (", or `labkit bench host` for host memory"). Every "needs a GPU" error in labkit is this one.
+    """
+    have, why = gpu_count(), ""
+    if have < gpus:
+        try:
+            import torch
+        except ImportError:
+            why = "torch is not installed (`pip install -e .` installs it)"
+        else:
+            why = (f"this torch ({torch.__version__}) is a CPU-only build: install a CUDA build on a GPU machine"
+                   if torch.version.cuda is None else "no driver, or the GPUs are hidden by CUDA_VISIBLE_DEVICES")
+        need = "a CUDA GPU" if gpus == 1 else f"{gpus} CUDA GPUs"
+        found = "torch sees no CUDA device" if have == 0 else f"this machine has {have} CUDA device(s)"
+        raise CudaUnavailable(f"{what} needs {need}, but {found} ({why}). Run with mode='reference'{hint}, "
+                              "or see `labkit doctor`.")
+    return have
 
 
 class Session:

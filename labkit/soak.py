@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import time
 
-from .units import parse_size
+from .launch import check_world_size, descendants, helper_processes, launch
+from .ring import ring_allreduce_
+from .units import format_bytes, parse_size
 
 
 def open_fds() -> int:
@@ -20,49 +22,9 @@ def open_fds() -> int:
         return -1
 
 
-#: multiprocessing's own helper processes: one of each per parent, started by its first launch and
-#: meant to live as long as the parent does. Recognised by their command line.
-MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
-
-
 def child_processes() -> int:
     """How many processes this one has left running: live descendants, less multiprocessing's helpers."""
-    return len(descendants())
-
-
-def descendants() -> set[int]:
-    """PIDs of live (non-zombie) descendants of this process, less multiprocessing's helpers.
-
-    What the fork server starts still counts: a rank it forked (which carries the server's command line)
-    is a grandchild, and only direct children are taken for helpers.
-    """
-    return _scan()[0]
-
-
-def helper_processes() -> set[int]:
-    """PIDs of multiprocessing's helpers among this process's children (resource tracker, fork server)."""
-    return _scan()[1]
-
-
-def _scan() -> tuple[set[int], set[int]]:
-    import psutil
-
-    found, helpers = set(), set()
-    for child in psutil.Process().children():
-        try:
-            is_helper = any(h in " ".join(child.cmdline()) for h in MP_HELPERS)
-            tree = child.children(recursive=True) + ([] if is_helper else [child])
-        except psutil.NoSuchProcess:
-            continue
-        if is_helper:
-            helpers.add(child.pid)
-        for proc in tree:
-            try:
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    found.add(proc.pid)
-            except psutil.NoSuchProcess:
-                pass
-    return found, helpers
+    return len(descendants(helpers=False))
 
 
 def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
@@ -71,8 +33,6 @@ def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
 
     import torch
     import torch.distributed as dist
-
-    from .ring import ring_allreduce_
 
     count = max(1, nbytes // 4)
     fds, threads = [], []
@@ -90,8 +50,6 @@ def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
 
 def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: int = 3, timeout_s: float = 120.0) -> dict:
     """`runs` ring runs inside one launch, then `launches` consecutive launches; counts before/after."""
-    from .launch import check_world_size, launch
-
     world_size = check_world_size(world_size)  # nothing starts for a bad --ranks
     fds0, kids0, helpers0 = open_fds(), child_processes(), len(helper_processes())
     t0 = time.perf_counter()
@@ -121,8 +79,6 @@ def bench_arguments(p, name: str) -> None:
 
 def text(rec: dict) -> str:
     """`labkit bench soak` without --json: the counts a leak would show, before and after."""
-    from .units import format_bytes
-
     after = rec["parent_after_each_launch"]
 
     def seq(key):

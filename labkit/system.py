@@ -1,4 +1,4 @@
-"""System: what this machine is — versions, GPUs, PCIe links (NVML), NUMA, topology — and doctor.
+"""System: what this machine is — versions, GPUs, PCIe links (NVML), NUMA, topology — and its findings.
 
 Everything is read lazily and defensively: a missing driver, NVML or nvidia-smi becomes a
 plain-language finding, never an exception at import time.
@@ -6,6 +6,7 @@ plain-language finding, never an exception at import time.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import platform
@@ -15,6 +16,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from . import __version__
 
 #: Link labels of `nvidia-smi topo -m`, from the closest to the farthest (after NV#).
 LINK_LABELS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -248,8 +251,6 @@ def cpu_model() -> str:
 
 def environment(command: str | None = None, parameters: dict | None = None) -> dict:
     """Everything a measurement must carry: host, versions, GPUs, PCIe links, NUMA, topology, date."""
-    from . import __version__
-
     gpus, nvml_problem = nvml_gpus()
     topo = _run(["nvidia-smi", "topo", "-m"])
     env = {
@@ -290,35 +291,66 @@ def describe_gpu(env: dict) -> str:
     return f"{g.get('name')}{more}{link}"
 
 
-# --------------------------------------------------------------------------- doctor
-def diagnose(env: dict) -> list[tuple[str, str]]:
-    """Plain-language findings as (level, message); level is 'ok', 'info' or 'warn'."""
-    out: list[tuple[str, str]] = []
+# --------------------------------------------------------------------------- findings
+LEVELS = ("ok", "info", "warn")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One plain-language observation: about this machine (`diagnose`, `labkit doctor`) or about a
+    measurement (`labkit.p2p.diagnosis.diagnose`). `rule` names the check that produced it; `pairs` are the
+    (src, dst) GPU indices it is about, if any."""
+
+    level: str  # one of LEVELS
+    message: str
+    rule: str = ""
+    pairs: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self):
+        if self.level not in LEVELS:
+            raise ValueError(f"a finding's level is one of {LEVELS}, got {self.level!r}")
+
+    def __str__(self) -> str:
+        return f"[{self.level}] {self.message}"
+
+    def _repr_markdown_(self) -> str:
+        return f"{_MARKS[self.level]} {self.message}"
+
+
+_MARKS = {"warn": "⚠️", "info": "ℹ️", "ok": "✅"}
+
+
+def diagnose(env: dict) -> list[Finding]:
+    """This machine's software, CUDA, PCIe links and NUMA placement, in plain language (no measurement).
+
+    `labkit doctor` (labkit.doctor) adds what the topics read from the same environment (peer access).
+    """
+    out: list[Finding] = []
     if env.get("torch") is None:
-        out.append(("warn", "torch is not installed: `pip install -e .` installs it"))
+        out.append(Finding("warn", "torch is not installed: `pip install -e .` installs it"))
     if not env.get("cuda_available"):
         reason = env.get("cuda_error") or env.get("nvml_problem") or "torch sees no CUDA device"
         build = env.get("cuda_build")
         if env.get("torch") and not build:
             reason += "; this torch is a CPU-only build (reinstall torch from the CUDA index on a GPU machine)"
-        out.append(("warn", f"no CUDA: {reason}. Notebooks run with mode='auto' or 'reference' "
+        out.append(Finding("warn", f"no CUDA: {reason}. Notebooks run with mode='auto' or 'reference' "
                             "and replay recorded systems; host-memory and gloo experiments still run live."))
     else:
-        out.append(("ok", f"CUDA: {env.get('cuda_device_count')} device(s), torch {env.get('torch')} "
+        out.append(Finding("ok", f"CUDA: {env.get('cuda_device_count')} device(s), torch {env.get('torch')} "
                           f"built for CUDA {env.get('cuda_build')}, NCCL {env.get('nccl')}"))
     for g in env.get("gpus", []):
         name = f"GPU{g['index']} ({g.get('name')})"
         gc, gm, wc, wm = (g.get(k) for k in ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max"))
         if wc and wm and wc < wm:
-            out.append(("warn", f"{name}: PCIe link runs at x{wc} but supports x{wm} — the card is in a "
+            out.append(Finding("warn", f"{name}: PCIe link runs at x{wc} but supports x{wm} — the card is in a "
                                 "narrower slot, a riser limits it, or the link trained down; bandwidth "
                                 f"is capped at {wc}/{wm} of the spec. Reseat the card or check the slot."))
         if gc and gm and gc < gm:
-            out.append(("info", f"{name}: PCIe link is at Gen{gc}, max Gen{gm}. An idle GPU lowers its link "
+            out.append(Finding("info", f"{name}: PCIe link is at Gen{gc}, max Gen{gm}. An idle GPU lowers its link "
                                 "generation to save power; check again under load (run a copy) before "
                                 "blaming the slot or BIOS."))
         if gc and gm and wc and wm and gc == gm and wc == wm:
-            out.append(("ok", f"{name}: PCIe Gen{gc} x{wc}, at its maximum"))
+            out.append(Finding("ok", f"{name}: PCIe Gen{gc} x{wc}, at its maximum"))
         node = g.get("numa_node")
         nodes = env.get("numa_nodes") or {}
         if node is not None and len(nodes) > 1:
@@ -328,51 +360,10 @@ def diagnose(env: dict) -> list[tuple[str, str]]:
                 mine = set()
             gpu_cpus = _cpulist(nodes.get(node, ""))
             if mine and gpu_cpus and not (mine & gpu_cpus):
-                out.append(("warn", f"{name} is on NUMA node {node}, but this process runs on other CPUs: "
+                out.append(Finding("warn", f"{name} is on NUMA node {node}, but this process runs on other CPUs: "
                                     "host↔GPU copies cross the socket link. Pin the process "
                                     f"(`numactl --cpunodebind={node} --membind={node}`)."))
             elif mine and gpu_cpus and not mine <= gpu_cpus:
-                out.append(("info", f"{name} is on NUMA node {node}; this process may also run on other "
+                out.append(Finding("info", f"{name} is on NUMA node {node}; this process may also run on other "
                                     f"nodes. For stable numbers bind it: `numactl --cpunodebind={node} --membind={node}`."))
-    # Peer access, pair by pair, with the likely cause read from the topology (labkit.p2p).
-    from .p2p import doctor_findings
-
-    out += doctor_findings(env)
-    if (env.get("cuda_device_count") or 0) >= 2:
-        out.append(("info", "peer access says a path exists, not how fast it is: `labkit bench p2p` measures every "
-                            "pair and flags pairs slower than their link type promises"))
-    if env.get("topology"):
-        try:
-            topo = parse_topology(env["topology"])
-            gpus = [d for d in topo.index if d.startswith("GPU")]
-            sys_pairs = [f"{a}-{b}" for i, a in enumerate(gpus) for b in gpus[i + 1:] if topo.loc[a, b] == "SYS"]
-            # With peer access known, doctor_findings has already named each SYS pair with its access.
-            if sys_pairs and not env.get("peer_access"):
-                out.append(("info", f"GPU pairs across CPU sockets (SYS): {', '.join(sys_pairs)}; keep tensor-"
-                                    "parallel groups off these pairs."))
-        except ValueError as e:
-            out.append(("info", f"could not parse `nvidia-smi topo -m`: {e}"))
     return out
-
-
-def _numa_text(node) -> str:
-    # sysfs reports -1 (read as None here) when the platform does not say, e.g. in many VMs.
-    return "unknown (not reported by the platform)" if node is None or node == -1 else str(node)
-
-
-def doctor_report(env: dict | None = None) -> str:
-    env = env or environment()
-    lines = [f"labkit {env['labkit']} on {env['host']} — {env['platform']}",
-             f"CPU: {env['cpu']} ({env['cpu_count']} logical CPUs); NUMA nodes: {len(env.get('numa_nodes') or {}) or 'unknown'}",
-             f"torch {env.get('torch')} (CUDA build: {env.get('cuda_build') or 'none'}); python {env['python']}"]
-    for g in env.get("gpus", []):
-        lines.append(f"GPU{g['index']}: {g.get('name')}  bus {g.get('bus_id')}  NUMA {_numa_text(g.get('numa_node'))}  "
-                     f"PCIe Gen{g.get('pcie_gen_current')}/{g.get('pcie_gen_max')} "
-                     f"x{g.get('pcie_width_current')}/{g.get('pcie_width_max')} (current/max)  driver {g.get('driver')}")
-    if env.get("topology"):
-        lines += ["", "nvidia-smi topo -m:", env["topology"].rstrip()]
-    lines.append("")
-    marks = {"ok": "OK  ", "info": "NOTE", "warn": "WARN"}
-    for level, msg in diagnose(env):
-        lines.append(f"[{marks[level]}] {msg}")
-    return "\n".join(lines)

@@ -22,6 +22,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .runtime import require_cuda
+
 #: Warm-up calls before timing: enough to fault in pages and build CUDA contexts/graphs.
 WARMUP_CALLS = 3
 #: Default number of samples; 10 gives a usable IQR without long runs.
@@ -123,10 +125,9 @@ def time_cuda(fn: Callable[[], object], *, repeats: int = DEFAULT_REPEATS, warmu
     with pinned host memory). Pageable copies are synchronous from the host's side: time those
     with `time_host` around a synchronised copy instead.
     """
+    require_cuda("time_cuda")
     import torch
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device: time_cuda needs a GPU — run with mode='reference', or see `labkit doctor`")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     stream = stream or torch.cuda.current_stream()

@@ -11,13 +11,12 @@ import dataclasses
 from typing import Callable, Sequence
 
 from . import timing
-from .units import GiB, MiB, check_size, format_bytes
+from .runtime import require_cuda
+from .system import cpu_model
+from .units import PINNED_CAP_BYTES, GiB, MiB, check_pinned_request, check_size, format_bytes  # noqa: F401
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
 MEMORIES = ("pinned", "pageable")
-#: Largest pinned buffer labkit allocates: 4 GiB. Pinned pages cannot be swapped, and pinning
-#: too much starves the OS (the source of "my machine froze" reports); raise it consciously.
-PINNED_CAP_BYTES = 4 * GiB
 #: Sweeps: 4 B to 1 GiB (the issue's range); quick mode stops at 64 MiB.
 SWEEP_MIN_BYTES, SWEEP_MAX_BYTES, QUICK_MAX_BYTES = 4, 1 * GiB, 64 * MiB
 #: Host-memory sweep: 64 B to 256 MiB covers L1, L2, LLC and DRAM on any laptop.
@@ -86,19 +85,7 @@ def host_copy_sweep(sizes: Sequence[int], *, repeats: int = timing.DEFAULT_REPEA
         src, dst = alloc(n), alloc(n)
         out.append(timing.time_host(lambda: np.copyto(dst, src), repeats=repeats, nbytes=n,
                                     label=f"host copy {format_bytes(n)}"))
-    from .system import cpu_model
-
     return Sweep("host", "host", tuple(out), f"host memory ({cpu_model()})")
-
-
-def check_pinned_request(nbytes: int) -> int:
-    """Refuse a pinned allocation above PINNED_CAP_BYTES, before anything is allocated."""
-    nbytes = check_size(nbytes)
-    if nbytes > PINNED_CAP_BYTES:
-        raise ValueError(f"{format_bytes(nbytes)} of pinned memory is above labkit's cap of "
-                         f"{format_bytes(PINNED_CAP_BYTES)} (labkit.transfer.PINNED_CAP_BYTES): pinned pages "
-                         "cannot be swapped out, and pinning too much starves the OS. Use a smaller size.")
-    return nbytes
 
 
 def sweep_sizes(sizes, measure_one: Callable[[int], timing.Measurement], *, is_oom: Callable[[BaseException], bool],
@@ -136,10 +123,9 @@ def gpu_copy_sweep(sizes: Sequence[int], direction: str = "h2d", memory: str = "
     if memory == "pinned" and direction != "d2d":
         for n in sizes:
             check_pinned_request(n)
+    require_cuda("gpu_copy_sweep", hint=" (or 'auto')")
     import torch
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device: run with mode='reference' (or 'auto'), or see `labkit doctor`")
     dev = torch.device("cuda", device)
 
     def measure_one(n: int) -> timing.Measurement:

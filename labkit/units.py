@@ -16,6 +16,11 @@ _DECIMAL = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 #: than a real request (no GPU we target has that much free memory for one buffer).
 MAX_MESSAGE_BYTES = 64 * GiB
 
+#: Largest pinned (page-locked) buffer labkit allocates: 4 GiB. Pinned pages cannot be swapped out, and
+#: pinning a large share of RAM starves the OS (the source of "my machine froze" reports); raise it
+#: consciously, per call (`cap=`), where a machine has the memory to spare.
+PINNED_CAP_BYTES = 4 * GiB
+
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
@@ -63,6 +68,26 @@ def check_size(nbytes: int, *, maximum: int = MAX_MESSAGE_BYTES) -> int:
     if nbytes > maximum:
         raise ValueError(f"size {format_bytes(nbytes)} is above the limit of {format_bytes(maximum)}; "
                          "check the unit (MiB vs GiB)")
+    return nbytes
+
+
+class PinnedCapError(ValueError):
+    """A pinned allocation larger than labkit's cap (PINNED_CAP_BYTES, or the `cap=` given) was asked for."""
+
+
+def check_pinned_request(nbytes: int, cap: int = PINNED_CAP_BYTES) -> int:
+    """Return nbytes if it may be pinned; raise PinnedCapError (saying what to do) above `cap`.
+
+    Called before anything is allocated, so a wrong size never reaches the driver.
+    """
+    nbytes = check_size(nbytes)
+    if nbytes > cap:
+        raise PinnedCapError(
+            f"refusing to pin {nbytes:,} bytes ({format_bytes(nbytes)}): above labkit's pinned-memory cap of "
+            f"{cap:,} bytes ({format_bytes(cap)}) (labkit.units.PINNED_CAP_BYTES). Pinned pages cannot be "
+            "swapped out, so pinning a large share of RAM can freeze the machine. Pin smaller chunks and reuse "
+            "them (a staging ring), or pass a larger cap= deliberately if you know this machine has the memory "
+            "to spare.")
     return nbytes
 
 

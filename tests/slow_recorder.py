@@ -5,7 +5,7 @@ import time
 
 import pandas as pd
 
-from labkit.record import measured_meta
+from labkit.provenance import measured_meta
 from labkit.reference import write_dataset
 
 

@@ -76,9 +76,9 @@ def test_other_dtypes_bit_identical_on_integers_and_within_tolerance_on_floats()
 
 # --------------------------------------------------------------------------- the command line
 def _children():
-    from labkit.soak import descendants  # ranks left running; multiprocessing's helpers excluded
+    from labkit.launch import descendants  # ranks left running; multiprocessing's helpers excluded
 
-    return descendants()
+    return descendants(helpers=False)
 
 
 def test_bench_prints_one_json_record_per_impl_and_size(capsys):

@@ -63,9 +63,9 @@ def killed_mid_collective(rank, world_size, victim):
 def _children() -> set[int]:
     """Live descendants of this test process, less multiprocessing's resource tracker and fork server
     (one each, started by the first launch and meant to outlive it); ranks the fork server started count."""
-    from labkit.soak import descendants
+    from labkit.launch import descendants
 
-    return descendants()
+    return descendants(helpers=False)
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_fit_on_recorded_sweep_gives_a_plausible_latency_floor():
 
 
 def test_significant_digits_filter():
-    assert lc.significant_digits("0.004") == 1
-    assert lc.significant_digits("12.0") == 3
-    assert lc.significant_digits("1.5e-4") == 2
-    assert lc.significant_digits("0.000151264") == 6
+    assert reference.significant_digits("0.004") == 1
+    assert reference.significant_digits("12.0") == 3
+    assert reference.significant_digits("1.5e-4") == 2
+    assert reference.significant_digits("0.000151264") == 6

@@ -87,7 +87,7 @@ def test_busy_counts_overlapping_spans_once():
 
 def test_timeline_frame_round_trip_and_schema(tmp_path):
     from labkit import reference
-    from labkit.record import measured_meta
+    from labkit.provenance import measured_meta
 
     tl = _tl()
     frame = tl.to_frame(repeat=0)

@@ -207,7 +207,7 @@ def test_doctor_findings_explain_each_blocked_pair():
            "cuda_devices": ["NVIDIA GeForce RTX 4090"] * 3,
            "topology": "        GPU0    GPU1    GPU2\nGPU0     X      PIX     SYS\nGPU1    PIX      X      SYS\n"
                        "GPU2    SYS     SYS      X\n"}
-    out = p2p.doctor_findings(env)
+    out = [(f.level, f.message) for f in p2p.doctor_findings(env)]
     warn = [m for lvl, m in out if lvl == "warn"]
     assert len(warn) == 1 and warn[0].startswith("GPU0↔GPU1 (PIX)") and "GeForce" in warn[0]
     assert any(lvl == "info" and "GPU0↔GPU2" in m for lvl, m in out)

@@ -105,7 +105,7 @@ def test_host_pin_part_and_its_rows():
 
 
 def test_recorded_pin_cost_reader(tmp_path):
-    from labkit.record import measured_meta
+    from labkit.provenance import measured_meta
     from labkit.timing import Measurement
 
     m = lambda s: Measurement((s, s, s), 1, "host", "", 1024)  # noqa: E731

@@ -49,3 +49,23 @@ def test_session_writes_results(tmp_path):
     assert on_disk["datasets"] == ["a", "b"]
     assert on_disk["all_checks_passed"] is True
     assert data["numbers"]["alpha_us"] == 5.0
+
+
+def test_unknown_experiment_is_an_error_not_a_live_run():
+    with pytest.raises(ValueError, match="unknown experiment 'h2d_swep'.*h2d_sweep"):
+        runtime.resolve_mode("auto", "h2d_swep", gpus=0)
+    with pytest.raises(ValueError, match="unknown experiment"):
+        runtime.Session("x", gpus=0).mode_for("p2p-matrix")
+
+
+def test_require_cuda_says_what_is_missing_and_what_to_do(monkeypatch):
+    monkeypatch.setattr(runtime, "gpu_count", lambda: 1)
+    assert runtime.require_cuda("one GPU thing") == 1
+    with pytest.raises(runtime.CudaUnavailable) as e:
+        runtime.require_cuda("labkit bench p2p", gpus=2, hint=", or `labkit bench host`")
+    msg = str(e.value)
+    assert msg.startswith("labkit bench p2p needs 2 CUDA GPUs, but this machine has 1 CUDA device(s)")
+    assert "mode='reference', or `labkit bench host`, or see `labkit doctor`" in msg
+    monkeypatch.setattr(runtime, "gpu_count", lambda: 0)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU, but torch sees no CUDA device"):
+        runtime.require_cuda("time_cuda")

@@ -2,7 +2,8 @@
 
 import os
 
-from labkit.system import diagnose, doctor_report, environment
+from labkit import doctor
+from labkit.system import Finding, environment
 
 BASE = {"torch": "2.13.0", "cuda_build": "12.8", "cuda_available": True, "cuda_device_count": 1, "nccl": "2.27.5",
         "gpus": [], "numa_nodes": {}, "topology": None, "labkit": "0", "host": "h", "platform": "p",
@@ -12,6 +13,13 @@ BASE = {"torch": "2.13.0", "cuda_build": "12.8", "cuda_available": True, "cuda_d
 def gpu(**kw):
     return {"index": 0, "name": "NVIDIA H100", "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16,
             "pcie_width_max": 16, "numa_node": None, "bus_id": "00000000:C2:00.0", "driver": "570", **kw}
+
+
+def diagnose(env):
+    """(level, message) of every finding `labkit doctor` makes about `env`."""
+    found = doctor.diagnose(env)
+    assert all(isinstance(f, Finding) for f in found)
+    return [(f.level, f.message) for f in found]
 
 
 def levels(env):
@@ -59,7 +67,7 @@ def test_sys_pairs_from_topology_are_reported():
 
 
 def test_report_on_this_machine_runs():
-    text = doctor_report(environment())
+    text = doctor.report(environment())
     assert "labkit" in text and ("[OK  ]" in text or "[WARN]" in text)
 
 
