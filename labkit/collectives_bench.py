@@ -231,7 +231,7 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     """Record a gloo sweep (always) and an NCCL sweep (two or more GPUs) as `allreduce_sweep` datasets."""
     import pandas as pd
 
-    from .record import measured_meta
+    from .provenance import measured_meta
     from .reference import write_dataset
 
     names = []

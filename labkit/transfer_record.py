@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import transfer
-from .record import measured_meta
+from .provenance import measured_meta
 from .reference import write_dataset
 from .units import pow2_sizes
 
