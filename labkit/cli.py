@@ -3,37 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
 
-from . import doctor
+from . import benches, doctor
+from .benches import BENCHES
 from .system import environment
 
-#: bench name → module providing `bench_arguments(parser, name)` and `bench(args, name)` (an
-#: iterable of JSON-able dicts, one per record). Each experiment lives in its concept's module.
-BENCHES = {
-    "copy": "labkit.transfer_bench",
-    "host": "labkit.transfer_bench",
-    "pinned": "labkit.pinned",
-    "overlap": "labkit.overlap",
-    "p2p": "labkit.p2p",
-    "allreduce": "labkit.collectives_bench",
-    "ladder": "labkit.hierarchy",
-    "soak": "labkit.soak",
-    "fidelity": "labkit.fidelity",
-}
-
-
 def _load_bench(name: str):
-    mod_name = BENCHES[name]
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        if e.name == mod_name:
-            raise SystemExit(f"labkit bench {name}: not available in this version of labkit") from None
-        raise
+    mod = benches.load(BENCHES[name])
+    if mod is None:
+        raise SystemExit(f"labkit bench {name}: not available in this version of labkit")
     return mod
 
 
@@ -48,7 +29,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_bench(args) -> int:
     mod = _load_bench(args.experiment)
-    records = mod.bench(args, args.experiment)
+    records = mod.bench(args) if hasattr(mod, "add_arguments") else mod.bench(args, args.experiment)
     n = 0
     for rec in records:
         n += 1
@@ -177,13 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     for name, mod_name in BENCHES.items():
         bp = bsub.add_parser(name, help=f"benchmark: {name}")
         bp.add_argument("--json", action="store_true", help="one JSON record per line")
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as e:
-            if e.name != mod_name:
-                raise
+        mod = benches.load(mod_name)
+        if mod is None:
             continue
-        mod.bench_arguments(bp, name)
+        if hasattr(mod, "add_arguments"):
+            mod.add_arguments(bp)
+        else:  # the convention before issue 14, while modules move
+            mod.bench_arguments(bp, name)
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("ref", help="reference datasets")

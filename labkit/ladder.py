@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import timing
+from .copies.sweeps import gpu_copy_sweep, host_copy_sweep
 from .units import GB, PINNED_CAP_BYTES, MiB, format_bytes, pow2_sizes
 
 LEVELS = ("gpu_memory", "gpu_gpu", "host_gpu", "host_cache", "host_memory", "processes", "network")
@@ -80,13 +81,12 @@ def last_level_cache_bytes() -> int | None:
 
 
 def measure_host(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> LevelSweep:
-    """Host memory: numpy copies between two buffers of each size (labkit.transfer.host_copy_sweep)."""
-    from . import transfer
+    """Host memory: numpy copies between two buffers of each size (labkit.copies.sweeps.host_copy_sweep)."""
     from .system import cpu_model
 
-    s = transfer.host_copy_sweep(sizes, repeats=repeats)
+    s = host_copy_sweep(sizes, repeats=repeats)
     return _from_transfer(s, "host_memory", f"measured here: host memory copy ({cpu_model()})",
-                          "labkit.transfer.host_copy_sweep (numpy.copyto, host timer, median)")
+                          "labkit.copies.sweeps.host_copy_sweep (numpy.copyto, host timer, median)")
 
 
 def measure_processes(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS, timeout_s: float = 120.0) -> LevelSweep:
@@ -103,17 +103,16 @@ def measure_gpu(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> 
     """GPU memory (D2D copy), host↔GPU (pinned H2D) and, with two GPUs, GPU0→GPU1 — only where CUDA exists."""
     import torch
 
-    from . import transfer
 
     if not torch.cuda.is_available():
         return []
     name = torch.cuda.get_device_name(0)
     top = [n for n in sizes if n <= PINNED_CAP_BYTES]
     out = [
-        _from_transfer(transfer.gpu_copy_sweep(top, "d2d", "pinned", repeats=repeats), "gpu_memory",
-                       f"measured here: {name} D2D copy (bytes counted once)", "labkit.transfer.gpu_copy_sweep d2d"),
-        _from_transfer(transfer.gpu_copy_sweep(top, "h2d", "pinned", repeats=repeats), "host_gpu",
-                       f"measured here: {name} H2D pinned", "labkit.transfer.gpu_copy_sweep h2d pinned"),
+        _from_transfer(gpu_copy_sweep(top, "d2d", "pinned", repeats=repeats), "gpu_memory",
+                       f"measured here: {name} D2D copy (bytes counted once)", "labkit.copies.sweeps.gpu_copy_sweep d2d"),
+        _from_transfer(gpu_copy_sweep(top, "h2d", "pinned", repeats=repeats), "host_gpu",
+                       f"measured here: {name} H2D pinned", "labkit.copies.sweeps.gpu_copy_sweep h2d pinned"),
     ]
     if torch.cuda.device_count() >= 2:
         out.append(peer_copy_sweep(top, repeats=repeats))

@@ -5,13 +5,12 @@ so an interrupted run leaves either the previous profile or a complete new one, 
 folder. Ctrl-C (SIGINT) and SIGTERM act only while the recorders run; while the temporary folder
 is made, swapped into place or removed they are held and act right after, so a signal (or a
 second Ctrl-C during the clean-up) can never cut those steps in half. Each experiment's recorder
-lives in its concept's module: `record(folder, quick, env) -> list[str]` (dataset names written),
-and returns [] when this machine cannot run it.
+lives in its experiment's module (labkit.benches): `record(folder, quick, env) -> list[str]` (dataset
+names written), and returns [] when this machine cannot run it.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -20,30 +19,14 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .benches import load, recorders
 from .provenance import measured_meta  # noqa: F401  (its home until issue 14; use labkit.provenance)
 from .reference import PROFILE_FILE, SCHEMA_VERSION, data_dir
 from .system import environment
 
-#: experiment → module with a `record(folder, quick, env)` function.
-RECORDERS = {
-    "copy": "labkit.transfer_record",
-    "pinned": "labkit.pinned",
-    "overlap": "labkit.overlap",
-    "p2p": "labkit.p2p",
-    "allreduce": "labkit.collectives_bench",
-    "ladder": "labkit.hierarchy",
-    "fidelity": "labkit.fidelity",
-}
-
-
-def _recorder(mod_name: str):
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        if e.name == mod_name:
-            return None
-        raise
-    return getattr(mod, "record", None)
+#: experiment → module with a `record(folder, quick, env)` function; None: every experiment in
+#: labkit.benches.BENCHES whose module defines one (tests put their own recorders here).
+RECORDERS: dict[str, str] | None = None
 
 
 def record(out: str | os.PathLike, quick: bool = False, force: bool = False, only=None, progress=print) -> Path:
@@ -53,9 +36,10 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
         raise FileExistsError(f"{out} is labkit's shipped reference data; pass --force to write into it")
     if out.exists() and any(out.iterdir()) and not force:
         raise FileExistsError(f"{out} already holds a profile; pass --force to replace it")
-    unknown = set(only or ()) - set(RECORDERS)
+    known = recorders() if RECORDERS is None else RECORDERS
+    unknown = set(only or ()) - set(known)
     if unknown:
-        raise ValueError(f"unknown experiment(s) {sorted(unknown)}; choose from {sorted(RECORDERS)}")
+        raise ValueError(f"unknown experiment(s) {sorted(unknown)}; choose from {sorted(known)}")
     env = environment(command="labkit record", parameters={"quick": quick, "only": only})
     out.parent.mkdir(parents=True, exist_ok=True)
     # Ctrl-C and SIGTERM act only while the recorders run (`gate.open`); at any other moment they
@@ -71,7 +55,7 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
             try:
                 gate.open = True
                 gate.act_on_held()
-                written = _run_recorders(tmp, quick, only, env, progress)
+                written = _run_recorders(known, tmp, quick, only, env, progress)
             finally:
                 gate.open = False
             info = {"schema_version": SCHEMA_VERSION, "created": env["date"], "host": env["host"],
@@ -86,17 +70,17 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
     return out
 
 
-def _run_recorders(tmp: Path, quick: bool, only, env: dict, progress) -> dict:
+def _run_recorders(known: dict, tmp: Path, quick: bool, only, env: dict, progress) -> dict:
     """Run each selected experiment's recorder into `tmp`; returns experiment → dataset names."""
     written = {}
-    for name, mod_name in RECORDERS.items():
+    for name, mod_name in known.items():
         if only and name not in only:
             continue
-        fn = _recorder(mod_name)
-        if fn is None:
+        mod = load(mod_name)
+        if mod is None:
             progress(f"record: {name}: not available in this version, skipped")
             continue
-        names = fn(tmp, quick, env)
+        names = mod.record(tmp, quick, env)
         written[name] = list(names)
         progress(f"record: {name}: {', '.join(names) if names else 'this machine cannot run it, skipped'}")
     if not any(written.values()):

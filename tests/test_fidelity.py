@@ -2,7 +2,8 @@
 
 import pytest
 
-from labkit import fidelity, reference
+from labkit import reference
+from labkit.copies import bench_fidelity, fidelity
 from labkit.timing import Measurement
 
 
@@ -59,4 +60,4 @@ def test_to_frame_matches_the_point_schema_and_record_skips_without_gpu(tmp_path
     assert list(frame.timer) == ["labkit", "raw cudaMemcpyAsync + cudaEvent", "ratio", "spec"]
     assert frame.value[2] == pytest.approx(frame.value[0] / frame.value[1])
     assert pd.isna(frame.nbytes[3])
-    assert fidelity.record(tmp_path, True, {"cuda_available": False}) == []
+    assert bench_fidelity.record(tmp_path, True, {"cuda_available": False}) == []

@@ -2,7 +2,8 @@
 
 import pytest
 
-from labkit import latency_curve as lc, reference
+from labkit import reference
+from labkit.copies import curves as lc
 
 
 @pytest.mark.notebook

@@ -1,4 +1,4 @@
-"""labkit.pinned: the pinned-memory cap, recorded ratios, break-even arithmetic, the non_blocking pitfall."""
+"""labkit.copies (notebook 02): the pinned-memory cap, recorded ratios, break-even arithmetic, the non_blocking pitfall."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import math
 import pandas as pd
 import pytest
 
-from labkit import pinned, reference
-from labkit.transfer import PINNED_CAP_BYTES
+from labkit import reference, units
+from labkit.copies import bench_pinned, dataloader, pin_cost, pinned, pinned_vs_pageable, pitfall
+from labkit.units import PINNED_CAP_BYTES
 
 ENV = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "date": "2026-01-01T00:00:00+00:00",
        "cuda_available": False, "gpus": []}
@@ -23,15 +24,15 @@ def _has_cuda() -> bool:
 
 # --------------------------------------------------------------------------- the cap
 def test_cap_is_checked_before_anything_is_allocated():
-    assert pinned.check_pinned_request(PINNED_CAP_BYTES) == PINNED_CAP_BYTES
-    with pytest.raises(pinned.PinnedCapError, match="PINNED_CAP_BYTES") as e:
+    assert units.check_pinned_request(PINNED_CAP_BYTES) == PINNED_CAP_BYTES
+    with pytest.raises(units.PinnedCapError, match="PINNED_CAP_BYTES") as e:
         pinned.pinned_empty(PINNED_CAP_BYTES + 1)  # raises before touching CUDA, so it works on any machine
     assert "4 GiB" in str(e.value) and "cap=" in str(e.value)
-    with pytest.raises(pinned.PinnedCapError):
-        pinned.check_pinned_request(2 << 20, cap=1 << 20)
+    with pytest.raises(units.PinnedCapError):
+        units.check_pinned_request(2 << 20, cap=1 << 20)
     with pytest.raises(ValueError):
-        pinned.check_pinned_request(0)
-    assert issubclass(pinned.PinnedCapError, ValueError)
+        units.check_pinned_request(0)
+    assert issubclass(units.PinnedCapError, ValueError)
 
 
 @pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU message")
@@ -44,7 +45,7 @@ def test_pinning_without_cuda_says_what_is_missing():
 # --------------------------------------------------------------------------- recorded ratios
 def test_ratio_survey_on_the_recorded_systems():
     datasets = reference.load_all(kind="copy_sweep")
-    ratios, only = pinned.ratio_survey(datasets)
+    ratios, only = pinned_vs_pageable.ratio_survey(datasets)
     with_ratio = set(ratios["dataset"])
     assert len(with_ratio) >= 3  # Quadro RTX 6000 sweep, DGX A100, A100 PCIe
     assert not with_ratio & set(only["dataset"])  # a system is in one list or the other
@@ -62,14 +63,14 @@ def test_ratio_survey_on_the_recorded_systems():
             p = f[f["memory"] == "pinned"]["bandwidth_GBps"].iloc[0]
             q = f[f["memory"] == "pageable"]["bandwidth_GBps"].iloc[0]
             assert row.ratio == pytest.approx(p / q)
-    big = pinned.largest_size_ratios(ratios)
+    big = pinned_vs_pageable.largest_size_ratios(ratios)
     assert (big["ratio"] > 1).all()  # invariant: pinned >= pageable at the largest recorded size
     assert big["ratio"].max() / big["ratio"].min() > 1.5  # not a constant "about 2x"
 
 
 def test_ratio_frame_skips_values_with_too_few_digits():
     ds = reference.load("cse554_quadro_rtx6000_pageable_vs_pinned_1b_to_1mib")
-    r = pinned.ratio_frame(ds)
+    r = pinned_vs_pageable.ratio_frame(ds)
     console = r[r["run"] == "readme_console"]
     assert console["nbytes"].min() > 16  # '0.000' / '0.001' GB/s (1 significant digit) are left out
     assert r[r["run"] == "benchmark_csv"]["nbytes"].min() == 1  # full precision: every size has a ratio
@@ -77,7 +78,7 @@ def test_ratio_frame_skips_values_with_too_few_digits():
 
 
 def test_break_even_arithmetic():
-    t = pinned.break_even_table({1: 10.0, 2: 1.0, 3: 5.0}, {1: 3.0, 2: 3.0, 3: 1.0}, {1: 1.0, 2: 1.0, 3: 2.0})
+    t = pin_cost.break_even_table({1: 10.0, 2: 1.0, 3: 5.0}, {1: 3.0, 2: 3.0, 3: 1.0}, {1: 1.0, 2: 1.0, 3: 2.0})
     t = t.set_index("nbytes")
     assert t.loc[1, "saved_per_copy_s"] == 2.0 and t.loc[1, "break_even_copies"] == 5.0
     assert not t.loc[1, "pays_for_one_copy"]
@@ -87,7 +88,7 @@ def test_break_even_arithmetic():
 
 def test_copy_times_from_a_recorded_sweep():
     ds = reference.load("cse554_quadro_rtx6000_pageable_vs_pinned_1b_to_1mib")
-    pageable, pinned_s = pinned.copy_times_from_sweep(ds, "h2d", run="benchmark_csv")
+    pageable, pinned_s = pin_cost.copy_times_from_sweep(ds, "h2d", run="benchmark_csv")
     f = ds.frame[(ds.frame["run"] == "benchmark_csv") & (ds.frame["direction"] == "h2d") & (ds.frame["nbytes"] == 1 << 20)]
     bw = f.set_index("memory")["bandwidth_GBps"]
     assert pageable[1 << 20] == pytest.approx((1 << 20) / (bw["pageable"] * 1e9))
@@ -95,7 +96,7 @@ def test_copy_times_from_a_recorded_sweep():
 
 
 def test_host_pin_part_and_its_rows():
-    costs, note = pinned.measure_host_pin_part([64 << 10, 1 << 20], repeats=3)
+    costs, note = pin_cost.measure_host_pin_part([64 << 10, 1 << 20], repeats=3)
     assert [c.nbytes for c in costs] == [64 << 10, 1 << 20]
     assert all(c.pin.median_s > 0 and len(c.pin.samples_s) == 3 for c in costs)
     assert "mlock" in note
@@ -109,21 +110,21 @@ def test_recorded_pin_cost_reader(tmp_path):
     from labkit.timing import Measurement
 
     m = lambda s: Measurement((s, s, s), 1, "host", "", 1024)  # noqa: E731
-    c = pinned.PinCost(1024, m(3e-3), pinned.COLD_PIN, m(1e-4), m(1e-4), m(4e-4))
+    c = pin_cost.PinCost(1024, m(3e-3), pin_cost.COLD_PIN, m(1e-4), m(1e-4), m(4e-4))
     reference.write_dataset(tmp_path, "pin_cost", pd.DataFrame(c.to_rows()),
                             measured_meta(ENV, kind="point", title="t", method="m", bandwidth_direction="none"))
-    pin_s, pageable, pinned_s, ds = pinned.recorded_pin_cost(reference.load_all(tmp_path, kind="point"))
+    pin_s, pageable, pinned_s, ds = pin_cost.recorded_pin_cost(reference.load_all(tmp_path, kind="point"))
     assert pin_s == {1024: 3e-3} and pageable == {1024: 4e-4} and pinned_s == {1024: 1e-4} and ds.name == "pin_cost"
-    shipped = pinned.recorded_pin_cost(reference.load_all(kind="point"))  # the one recorded on the H100
+    shipped = pin_cost.recorded_pin_cost(reference.load_all(kind="point"))  # the one recorded on the H100
     assert shipped is not None and shipped[3].name == "h100_vm_labkit_pin_cost"
     assert all(shipped[0][n] > shipped[2][n] for n in shipped[0])  # pinning a fresh tensor costs more than a pinned copy
     others = [d for d in reference.load_all(kind="point") if "pin_cost" not in d.name]
-    assert pinned.recorded_pin_cost(others) is None  # no pin-cost rows: nothing is made up
+    assert pin_cost.recorded_pin_cost(others) is None  # no pin-cost rows: nothing is made up
 
 
 # --------------------------------------------------------------------------- the pitfall
 def test_nonblocking_pitfall_on_host_threads():
-    r = pinned.nonblocking_pitfall_host(1 << 20)
+    r = pitfall.nonblocking_pitfall_host(1 << 20)
     assert r.wrong_before_sync == 1.0  # read before synchronising: nothing has arrived
     assert r.wrong_after_sync == 0.0  # after: right
     assert r.source.startswith("measured here: host thread")
@@ -148,7 +149,7 @@ def test_bench_pinned_rejects_unknown_what(capsys):
 
 @pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU behaviour")
 def test_record_pinned_without_gpu_writes_nothing(tmp_path):
-    assert pinned.record(tmp_path, True, ENV) == []
+    assert bench_pinned.record(tmp_path, True, ENV) == []
     assert list(tmp_path.iterdir()) == []
 
 
@@ -161,11 +162,11 @@ def test_figures_are_labelled():
     from labkit.plots import figure_problems
 
     datasets = reference.load_all(kind="copy_sweep")
-    ratios, _ = pinned.ratio_survey(datasets)
+    ratios, _ = pinned_vs_pageable.ratio_survey(datasets)
     fig, (a, b, c) = plt.subplots(1, 3)
-    pinned.draw_ratios(a, ratios)
-    pinned.draw_sweeps(b, datasets, "h2d")
-    pinned.draw_sweeps(c, datasets, "d2h")
+    pinned_vs_pageable.draw_ratios(a, ratios)
+    pinned_vs_pageable.draw_sweeps(b, datasets, "h2d")
+    pinned_vs_pageable.draw_sweeps(c, datasets, "d2h")
     assert figure_problems(fig) == []
     plt.close(fig)
 
@@ -175,18 +176,18 @@ def test_figures_are_labelled():
 def test_gpu_pinned_allocation_and_pitfall():
     t = pinned.pinned_empty(1 << 20)
     assert t.is_pinned() and t.numel() == 1 << 20
-    r = pinned.nonblocking_pitfall_gpu(16 << 20)
+    r = pitfall.nonblocking_pitfall_gpu(16 << 20)
     assert r.wrong_before_sync > 0  # the copy had not landed when the host read it
     assert r.wrong_after_sync == 0.0
 
 
 @pytest.mark.gpu
 def test_gpu_pin_cost_and_dataloader():
-    (c,) = pinned.measure_pin_cost([4 << 20], repeats=3)
+    (c,) = pin_cost.measure_pin_cost([4 << 20], repeats=3)
     assert c.pin.median_s > 0 and c.pin_warm.median_s > 0
     assert c.pinned_copy.median_s < c.pageable_copy.median_s * 1.5
     for pm in (False, True):
-        r = pinned.measure_dataloader(pm, batches=5, workers=0)
+        r = dataloader.measure_dataloader(pm, batches=5, workers=0)
         assert r["throughput_GBps"] > 0 and r["pin_memory"] is pm
 
 
@@ -202,8 +203,8 @@ def test_gpu_bench_pinned_json(capsys):
 def test_synthetic_images_dataset_is_picklable_for_spawned_workers():
     import pickle
 
-    ds = pinned.SyntheticImages(10, samples=4)
-    assert len(ds) == 10 and tuple(ds[7].shape) == pinned.SAMPLE_SHAPE
+    ds = dataloader.SyntheticImages(10, samples=4)
+    assert len(ds) == 10 and tuple(ds[7].shape) == dataloader.SAMPLE_SHAPE
     assert (ds[7] == ds[3]).all()  # indices wrap around the samples held in RAM
     back = pickle.loads(pickle.dumps(ds))
     assert len(back) == 10 and (back[1] == ds[1]).all()

@@ -6,7 +6,8 @@ matplotlib.use("Agg")
 
 import pytest
 
-from labkit import latency_curve as lc, models, plots, reference
+from labkit import models, plots, reference
+from labkit.copies import curves as lc
 
 
 def test_finish_requires_units():

@@ -1,4 +1,4 @@
-"""Transfers: host↔device copy sweeps (pinned and pageable) and the host-memory copy sweep.
+"""Copy sweeps: host↔device copies (pinned and pageable), device-local copies, and the host-memory copy sweep.
 
 Method (DESIGN.md, measurement conventions): warm up, then time batches of back-to-back copies
 between CUDA events on one stream for pinned memory; pageable copies are synchronous from the
@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
-from . import timing
-from .runtime import require_cuda
-from .system import cpu_model
-from .units import PINNED_CAP_BYTES, GiB, MiB, check_pinned_request, check_size, format_bytes  # noqa: F401
+from .. import timing
+from ..models import fit_alpha_beta
+from ..runtime import require_cuda
+from ..system import cpu_model
+from ..units import GiB, MiB, check_pinned_request, check_size, format_bytes
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
 MEMORIES = ("pinned", "pageable")
@@ -46,8 +47,6 @@ class Sweep:
         return [m.bandwidth_GBps for m in self.measurements]
 
     def fit(self):
-        from .models import fit_alpha_beta
-
         return fit_alpha_beta(self.nbytes, self.seconds)
 
     def to_frame(self):

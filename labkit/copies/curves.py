@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 
-from . import models, plots
-from .models import MIN_POINTS_FOR_FIT
-from .reference import precise_rows
-from .units import GB, format_bytes, format_time
+from .. import models, plots
+from ..models import MIN_POINTS_FOR_FIT
+from ..reference import precise_rows
+from ..units import GB, format_bytes, format_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +74,7 @@ def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -
 
 
 def curve_from_sweep(sweep, label_prefix: str = "measured here") -> Curve:
-    """A Curve from a live labkit.transfer.Sweep."""
+    """A Curve from a live labkit.copies.sweeps.Sweep."""
     return Curve(f"{label_prefix}: {sweep.device} [{sweep.direction.upper()}]", plots.MEASURED, sweep.direction,
                  tuple(sweep.nbytes), tuple(sweep.seconds), sweep.device, "measured here",
                  short=f"{sweep.device} {sweep.direction.upper()} (measured here)")

@@ -7,7 +7,7 @@ the same libcudart that torch loaded, so both sides share one context and one dr
 bandwidths should agree to within `FIDELITY_TOLERANCE`; the link's theoretical limit (from the
 PCIe generation and width NVML reports) is reported beside them.
 
-`labkit bench fidelity --json` prints one record per direction.
+`labkit bench fidelity --json` (labkit.copies.bench_fidelity) prints one record per direction.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import ctypes
 import ctypes.util
 import dataclasses
 
-from . import timing
-from .runtime import require_cuda
-from .units import MiB, check_pinned_request, format_bytes
+from .. import timing
+from ..models import pcie_spec
+from ..runtime import require_cuda
+from ..system import nvml_gpus
+from ..units import MiB, check_pinned_request, format_bytes
+from .sweeps import gpu_copy_sweep
 
 #: Large enough that the per-copy latency (a few µs) is < 0.1% of a copy at PCIe speeds.
 DEFAULT_NBYTES = 256 * MiB
@@ -145,9 +148,6 @@ class Fidelity:
 
 
 def _link_limit(device: int) -> tuple[float | None, str | None]:
-    from .models import pcie_spec
-    from .system import nvml_gpus
-
     gpus, _ = nvml_gpus()
     g = next((g for g in gpus if g.get("index") == device), None)
     if not g or not g.get("pcie_gen_current") or not g.get("pcie_width_current"):
@@ -161,8 +161,6 @@ def _link_limit(device: int) -> tuple[float | None, str | None]:
 
 def check(nbytes: int = DEFAULT_NBYTES, directions=("h2d", "d2h"), device: int = 0) -> list[Fidelity]:
     """labkit's gpu_copy_sweep and the raw probe, interleaved per direction, in this one process."""
-    from .transfer import gpu_copy_sweep
-
     limit, link = _link_limit(device)
     out = []
     for d in directions:
@@ -170,19 +168,6 @@ def check(nbytes: int = DEFAULT_NBYTES, directions=("h2d", "d2h"), device: int =
         raw = raw_copy(nbytes, d, device=device)
         out.append(Fidelity(d, nbytes, ours, raw, limit, link))
     return out
-
-
-def bench_arguments(p, name: str) -> None:
-    p.add_argument("--size", default="256MiB", help="copy size (default 256MiB)")
-    p.add_argument("--device", type=int, default=0)
-
-
-def bench(args, name: str):
-    from .units import parse_size
-
-    require_cuda("labkit bench fidelity (it compares two GPU timers)")
-    for f in check(parse_size(args.size), device=args.device):
-        yield f.to_dict()
 
 
 def summary(results: list[Fidelity]) -> str:
@@ -193,7 +178,6 @@ def summary(results: list[Fidelity]) -> str:
                      f"{'within' if f.ok else 'OUTSIDE'} ±{FIDELITY_TOLERANCE:.0%})"
                      + (f"; link limit {f.link_limit_GBps:.2f} GB/s ({f.link})" if f.link_limit_GBps else ""))
     return "\n".join(lines)
-
 
 
 def to_frame(results: list[Fidelity]):
@@ -216,20 +200,3 @@ def to_frame(results: list[Fidelity]):
     frame = pd.DataFrame(rows)
     frame["nbytes"] = frame["nbytes"].astype("Int64")
     return frame
-
-
-def record(folder, quick: bool, env: dict) -> list[str]:
-    """`labkit record`: the fidelity check at DEFAULT_NBYTES, where a GPU exists."""
-    if not env.get("cuda_available"):
-        return []
-    from .provenance import measured_meta
-    from .reference import write_dataset
-
-    results = check(DEFAULT_NBYTES)
-    write_dataset(folder, "fidelity_points", to_frame(results), measured_meta(
-        env, kind="point", title="fidelity: labkit vs raw CUDA-runtime pinned copies", bandwidth_direction="mixed",
-        method=("labkit.fidelity.check: labkit.transfer.gpu_copy_sweep (median of 10 samples) and labkit.fidelity.raw_copy "
-                f"({RAW_REPEATS} samples of {RAW_INNER} cudaMemcpyAsync between cudaEvents on one stream), one process"),
-        caveats=("ratio = labkit / raw; the link limit is computed from the PCIe spec for the link NVML reports, "
-                 "not measured")))
-    return ["fidelity_points"]

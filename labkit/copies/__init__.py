@@ -1,0 +1,9 @@
+"""Copies between host and GPU memory (notebooks 01 and 02): sweeps, latency curves, pinned vs pageable.
+
+- `sweeps`: host↔device and host-memory copy sweeps (a `Sweep` of `timing.Measurement`s per size);
+- `curves`: copy time against size as `Curve`s (live or recorded), their α-β fits and figures (nb 01);
+- `pinned`: capped pinned allocation; `pinned_vs_pageable`: the recorded speed-up of pinning, drawn;
+- `pin_cost`: what `pin_memory()` costs and when it pays; `dataloader`: `DataLoader(pin_memory=...)`;
+- `pitfall`: reading a non_blocking D2H copy too early; `fidelity`: labkit's timer against raw CUDA;
+- `bench_copy`, `bench_host`, `bench_pinned`, `bench_fidelity`: `labkit bench` / `labkit record`.
+"""

@@ -1,0 +1,33 @@
+"""Old import paths of the modules issue 14 moved keep working for one release, with a DeprecationWarning."""
+
+import importlib
+
+import pytest
+
+from labkit import _moved
+
+#: (old module, a name it had, the module that defines the name now)
+OLD_NAMES = [
+    ("labkit.transfer", "gpu_copy_sweep", "labkit.copies.sweeps"),
+    ("labkit.latency_curve", "curves_from_dataset", "labkit.copies.curves"),
+    ("labkit.pinned", "ratio_survey", "labkit.copies.pinned_vs_pageable"),
+    ("labkit.pinned", "pinned_empty", "labkit.copies.pinned"),
+    ("labkit.fidelity", "raw_copy", "labkit.copies.fidelity"),
+    ("labkit.transfer_record", "record", "labkit.copies.bench_copy"),
+]
+
+
+@pytest.mark.parametrize("old,name,new", OLD_NAMES, ids=lambda x: str(x))
+def test_an_old_path_warns_and_gives_the_same_object(old, name, new):
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to {new}.{name}"):
+        got = getattr(module, name)
+    assert got is getattr(importlib.import_module(new), name)
+
+
+def test_every_moved_module_names_modules_that_exist():
+    for old, new in _moved.MOVED.items():
+        for target in new:
+            importlib.import_module(target)
+        with pytest.raises(AttributeError, match="moved to"):
+            getattr(importlib.import_module(old), "no_such_name")
