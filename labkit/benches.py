@@ -23,7 +23,7 @@ BENCHES = {
     "copy": "labkit.copies.bench_copy",
     "host": "labkit.copies.bench_host",
     "pinned": "labkit.copies.bench_pinned",
-    "overlap": "labkit.overlap",
+    "overlap": "labkit.overlap.bench_overlap",
     "p2p": "labkit.p2p",
     "allreduce": "labkit.collectives_bench",
     "ladder": "labkit.hierarchy",

@@ -14,6 +14,8 @@ OLD_NAMES = [
     ("labkit.pinned", "pinned_empty", "labkit.copies.pinned"),
     ("labkit.fidelity", "raw_copy", "labkit.copies.fidelity"),
     ("labkit.transfer_record", "record", "labkit.copies.bench_copy"),
+    ("labkit.overlap", "draw_gantt", "labkit.overlap.figures"),
+    ("labkit.overlap", "double_buffered", "labkit.overlap.streams"),
 ]
 
 

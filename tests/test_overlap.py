@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from labkit import overlap as ov
-from labkit.overlap import Span, Timeline
+from labkit.overlap import bench_overlap, figures, measure, recorded, streams, timelines
+from labkit.overlap.timelines import Span, Timeline
 
 ENV = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "date": "2026-01-01T00:00:00+00:00",
        "cuda_available": False, "gpus": [], "labkit": "test", "torch": "test", "python": "3"}
@@ -27,24 +27,24 @@ ENV = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "date": "2026-01-0
     (2.0, 4.0, 7.0, -0.5),  # both at once slower than one after the other: they fought
 ])
 def test_overlap_efficiency(t_copy, t_compute, t_both, expected):
-    assert ov.overlap_efficiency(t_copy, t_compute, t_both) == pytest.approx(expected)
+    assert timelines.overlap_efficiency(t_copy, t_compute, t_both) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), None, "1"])
 def test_overlap_efficiency_rejects_non_positive_or_non_numbers(bad):
     with pytest.raises(ValueError):
-        ov.overlap_efficiency(bad, 1.0, 1.0)
+        timelines.overlap_efficiency(bad, 1.0, 1.0)
     with pytest.raises(ValueError):
-        ov.overlap_efficiency(1.0, 1.0, bad)
+        timelines.overlap_efficiency(1.0, 1.0, bad)
 
 
 def test_step_time():
-    assert ov.step_time_s(2e-3, 3e-3, overlapped=False) == pytest.approx(5e-3)
-    assert ov.step_time_s(2e-3, 3e-3, overlapped=True) == pytest.approx(3e-3)
-    assert ov.step_time_s(2e-3, 3e-3, overlapped=True, d2h_s=4e-3) == pytest.approx(4e-3)
-    assert ov.step_time_s(2e-3, 3e-3, overlapped=False, d2h_s=4e-3) == pytest.approx(9e-3)
+    assert timelines.step_time_s(2e-3, 3e-3, overlapped=False) == pytest.approx(5e-3)
+    assert timelines.step_time_s(2e-3, 3e-3, overlapped=True) == pytest.approx(3e-3)
+    assert timelines.step_time_s(2e-3, 3e-3, overlapped=True, d2h_s=4e-3) == pytest.approx(4e-3)
+    assert timelines.step_time_s(2e-3, 3e-3, overlapped=False, d2h_s=4e-3) == pytest.approx(9e-3)
     with pytest.raises(ValueError):
-        ov.step_time_s(-1.0, 1.0, overlapped=True)
+        timelines.step_time_s(-1.0, 1.0, overlapped=True)
 
 
 # --------------------------------------------------------------------------- spans and timelines
@@ -106,20 +106,20 @@ def test_timeline_frame_round_trip_and_schema(tmp_path):
 @pytest.mark.parametrize("copy_s, compute_s", [(2.0, 3.0), (3.0, 2.0), (1.0, 1.0)])
 def test_pipeline_model_makespans(copy_s, compute_s):
     n = 6
-    serial = ov.pipeline_timeline(n, copy_s, compute_s, overlapped=False)
+    serial = timelines.pipeline_timeline(n, copy_s, compute_s, overlapped=False)
     assert serial.makespan_s == pytest.approx(n * (copy_s + compute_s))
     assert serial.concurrent_s == pytest.approx(0.0)
-    over = ov.pipeline_timeline(n, copy_s, compute_s, overlapped=True)
+    over = timelines.pipeline_timeline(n, copy_s, compute_s, overlapped=True)
     assert over.makespan_s == pytest.approx(copy_s + compute_s + (n - 1) * max(copy_s, compute_s))
-    assert over.step_s("compute") == pytest.approx(ov.step_time_s(copy_s, compute_s, overlapped=True))
-    assert serial.step_s("compute") == pytest.approx(ov.step_time_s(copy_s, compute_s, overlapped=False))
+    assert over.step_s("compute") == pytest.approx(timelines.step_time_s(copy_s, compute_s, overlapped=True))
+    assert serial.step_s("compute") == pytest.approx(timelines.step_time_s(copy_s, compute_s, overlapped=False))
     assert over.makespan_s < serial.makespan_s  # invariant: overlapped < serial
-    one = ov.pipeline_timeline(n, copy_s, compute_s, overlapped=True, buffers=1)
+    one = timelines.pipeline_timeline(n, copy_s, compute_s, overlapped=True, buffers=1)
     assert one.makespan_s == pytest.approx(serial.makespan_s)  # one buffer cannot overlap
 
 
 def test_pipeline_model_respects_dependencies():
-    tl = ov.pipeline_timeline(8, 1.5, 1.0, buffers=2, d2h_s=0.5)
+    tl = timelines.pipeline_timeline(8, 1.5, 1.0, buffers=2, d2h_s=0.5)
     copies, comps, backs = tl.on("copy (H2D)"), tl.on("compute"), tl.on("copy (D2H)")
     assert len(copies) == len(comps) == len(backs) == 8
     for i in range(8):
@@ -133,11 +133,11 @@ def test_pipeline_model_respects_dependencies():
 
 def test_pipeline_model_rejects_bad_input():
     with pytest.raises(ValueError):
-        ov.pipeline_timeline(0, 1, 1)
+        timelines.pipeline_timeline(0, 1, 1)
     with pytest.raises(ValueError):
-        ov.pipeline_timeline(2, -1, 1)
+        timelines.pipeline_timeline(2, -1, 1)
     with pytest.raises(ValueError):
-        ov.pipeline_timeline(2, 1, 1, buffers=0)
+        timelines.pipeline_timeline(2, 1, 1, buffers=0)
 
 
 def _eff_frame(rows):
@@ -146,8 +146,8 @@ def _eff_frame(rows):
 
     out = []
     for ratio, rep, tc, tk, tb in rows:
-        for scenario, spans in ((ov.COPY_ALONE, [("copy", 0, tc)]), (ov.COMPUTE_ALONE, [("compute", 0, tk)]),
-                                (ov.BOTH, [("copy", 0, tc), ("compute", 0, tb)])):
+        for scenario, spans in ((timelines.COPY_ALONE, [("copy", 0, tc)]), (timelines.COMPUTE_ALONE, [("compute", 0, tk)]),
+                                (timelines.BOTH, [("copy", 0, tc), ("compute", 0, tb)])):
             for stream, a, b in spans:
                 out.append({"scenario": scenario, "event": stream, "stream": stream, "start_s": a,
                             "end_s": b, "compute_to_copy": ratio, "repeat": rep, "nbytes": 1, "memory": "host"})
@@ -157,9 +157,9 @@ def _eff_frame(rows):
 def test_efficiency_counts_from_the_submission_origin():
     """A job that starts late (a thread waking up) costs its delay: times run from t = 0 (submission)."""
     f = _eff_frame([(1.0, 0, 2.0, 2.0, 3.0)])
-    f.loc[(f.scenario == ov.COPY_ALONE), "start_s"] = 1.0  # the copy started 1 s after submission...
-    f.loc[(f.scenario == ov.COPY_ALONE), "end_s"] = 3.0  # ...and took 2 s: T_copy = 3 s
-    t = ov.efficiency_table(f)
+    f.loc[(f.scenario == timelines.COPY_ALONE), "start_s"] = 1.0  # the copy started 1 s after submission...
+    f.loc[(f.scenario == timelines.COPY_ALONE), "end_s"] = 3.0  # ...and took 2 s: T_copy = 3 s
+    t = timelines.efficiency_table(f)
     assert t["t_copy_s"].iloc[0] == pytest.approx(3.0)
     assert t["efficiency"].iloc[0] == pytest.approx((3 + 2 - 3) / 2)
 
@@ -167,7 +167,7 @@ def test_efficiency_counts_from_the_submission_origin():
 def test_efficiency_table_from_spans():
     f = _eff_frame([(1.0, 0, 2.0, 2.0, 3.0), (1.0, 1, 2.0, 2.0, 3.0), (1.0, 2, 2.0, 2.0, 4.0),
                     (4.0, 0, 1.0, 4.0, 4.0)])
-    t = ov.efficiency_table(f).set_index("compute_to_copy")
+    t = timelines.efficiency_table(f).set_index("compute_to_copy")
     assert t.loc[1.0, "efficiency"] == pytest.approx(0.5)  # median of the per-repeat 0.5, 0.5, 0.0
     assert t.loc[1.0, "t_both_s"] == pytest.approx(3.0)
     assert t.loc[1.0, "repeats"] == 3
@@ -175,13 +175,13 @@ def test_efficiency_table_from_spans():
     assert t.loc[4.0, "efficiency"] == pytest.approx(1.0)
     assert t.loc[4.0, "measured_ratio"] == pytest.approx(4.0)
     with pytest.raises(ValueError, match="not an efficiency"):
-        ov.efficiency_table(f[f["scenario"] == "nope"])
+        timelines.efficiency_table(f[f["scenario"] == "nope"])
 
 
 # --------------------------------------------------------------------------- host streams
 def test_host_stream_runs_in_order_and_returns_results():
     order = []
-    with ov.HostStream("s") as s:
+    with streams.HostStream("s") as s:
         futs = [s.run(lambda i=i: order.append(i) or i * i) for i in range(20)]
         s.synchronize()
     assert order == list(range(20))
@@ -190,8 +190,8 @@ def test_host_stream_runs_in_order_and_returns_results():
 
 def test_host_stream_wait_holds_later_work_but_not_the_caller():
     ran = threading.Event()
-    with ov.HostStream("s") as s:
-        gate = ov.HostEvent()
+    with streams.HostStream("s") as s:
+        gate = streams.HostEvent()
         s.wait(gate)
         s.run(ran.set)
         t0 = time.perf_counter()
@@ -205,7 +205,7 @@ def test_host_stream_wait_holds_later_work_but_not_the_caller():
 
 
 def test_host_stream_exception_goes_to_the_future():
-    with ov.HostStream("s") as s:
+    with streams.HostStream("s") as s:
         fut = s.run(lambda: 1 / 0)
         after = s.run(lambda: "still running")
         with pytest.raises(ZeroDivisionError):
@@ -214,8 +214,8 @@ def test_host_stream_exception_goes_to_the_future():
 
 
 def test_host_stream_close_releases_a_stuck_wait():
-    s = ov.HostStream("s")
-    s.wait(ov.HostEvent())  # never fired
+    s = streams.HostStream("s")
+    s.wait(streams.HostEvent())  # never fired
     t0 = time.perf_counter()
     s.close(timeout=5)
     assert not s._thread.is_alive() and time.perf_counter() - t0 < 2
@@ -224,9 +224,9 @@ def test_host_stream_close_releases_a_stuck_wait():
 
 
 def test_tracer_spans_from_threads():
-    main = ov.InlineStream("compute")
-    tr = ov.Tracer(main)
-    with ov.HostStream("copy") as cs:
+    main = streams.InlineStream("compute")
+    tr = streams.Tracer(main)
+    with streams.HostStream("copy") as cs:
         cs.run(lambda: time.sleep(0.02), name="copy", tracer=tr)
         main.run(lambda: time.sleep(0.02), name="compute", tracer=tr)
         cs.synchronize()
@@ -257,8 +257,8 @@ class _Tagged:
 def test_double_buffered_yields_every_batch_once_in_order_with_intact_data(buffers):
     t = _Tagged(buffers)
     seen = []
-    with ov.HostStream("copy") as cs:
-        for buf in ov.double_buffered(range(12), t.copy, copy_stream=cs, compute_stream=ov.InlineStream(),
+    with streams.HostStream("copy") as cs:
+        for buf in streams.double_buffered(range(12), t.copy, copy_stream=cs, compute_stream=streams.InlineStream(),
                                       buffers=buffers):
             first = int(buf[0])
             assert (buf == first).all(), "consumer got a buffer whose copy had not finished"
@@ -271,11 +271,11 @@ def test_double_buffered_yields_every_batch_once_in_order_with_intact_data(buffe
 
 
 def test_double_buffered_overlaps_copy_with_compute():
-    tr = ov.Tracer(ov.InlineStream())
-    main = ov.InlineStream("compute")
+    tr = streams.Tracer(streams.InlineStream())
+    main = streams.InlineStream("compute")
     t = _Tagged(copy_sleep=0.02)
-    with ov.HostStream("copy") as cs:
-        for i, _ in enumerate(ov.double_buffered(range(5), t.copy, copy_stream=cs, compute_stream=main, tracer=tr)):
+    with streams.HostStream("copy") as cs:
+        for i, _ in enumerate(streams.double_buffered(range(5), t.copy, copy_stream=cs, compute_stream=main, tracer=tr)):
             main.run(lambda: time.sleep(0.02), name=f"compute {i}", tracer=tr)
     tl = tr.timeline("loader", "measured here: test")
     assert len(tl.on("copy")) == 5 and len(tl.on("compute")) == 5
@@ -286,11 +286,11 @@ def test_double_buffered_overlaps_copy_with_compute():
 
 def test_double_buffered_edge_cases():
     t = _Tagged(copy_sleep=0)
-    with ov.HostStream("copy") as cs:
-        assert list(ov.double_buffered([], t.copy, copy_stream=cs, compute_stream=ov.InlineStream())) == []
+    with streams.HostStream("copy") as cs:
+        assert list(streams.double_buffered([], t.copy, copy_stream=cs, compute_stream=streams.InlineStream())) == []
         with pytest.raises(ValueError, match="at least 2"):
-            next(ov.double_buffered(range(3), t.copy, copy_stream=cs, compute_stream=ov.InlineStream(), buffers=1))
-        gen = ov.double_buffered(range(100), t.copy, copy_stream=cs, compute_stream=ov.InlineStream())
+            next(streams.double_buffered(range(3), t.copy, copy_stream=cs, compute_stream=streams.InlineStream(), buffers=1))
+        gen = streams.double_buffered(range(100), t.copy, copy_stream=cs, compute_stream=streams.InlineStream())
         assert int(next(gen)[0]) == 0
         gen.close()  # the consumer stops early: nothing hangs, no copy left running
         assert len(t.copies) <= 3
@@ -304,7 +304,7 @@ class _LogStream:
 
     def run(self, fn, *, name=None, tracer=None):
         self.log.append((self.name, "run", name))
-        return ov._Done(fn())
+        return streams._Done(fn())
 
     def record(self):
         self.n += 1
@@ -325,7 +325,7 @@ def test_double_buffered_waits_on_the_right_events():
     log = []
     cs, ks = _LogStream("copy", log), _LogStream("compute", log)
     slots = []
-    for i, slot in enumerate(ov.double_buffered(range(6), lambda b, s: s, copy_stream=cs, compute_stream=ks)):
+    for i, slot in enumerate(streams.double_buffered(range(6), lambda b, s: s, copy_stream=cs, compute_stream=ks)):
         slots.append(slot)
         log.append(("consumer", "use", i))
     recorded = set()
@@ -354,42 +354,42 @@ def test_double_buffered_waits_on_the_right_events():
 
 # --------------------------------------------------------------------------- the host experiment
 def test_measure_host_overlap_small():
-    f = ov.measure_host_overlap(1 << 20, (1.0,), repeats=2, loader_batches=3)
+    f = measure.measure_host_overlap(1 << 20, (1.0,), repeats=2, loader_batches=3)
     assert {"scenario", "event", "stream", "start_s", "end_s"} <= set(f.columns)
-    assert set(f["scenario"]) == {*ov.EFFICIENCY_SCENARIOS, ov.LOADER_SERIAL, ov.LOADER_DOUBLE}
-    t = ov.efficiency_table(f)
+    assert set(f["scenario"]) == {*timelines.EFFICIENCY_SCENARIOS, timelines.LOADER_SERIAL, timelines.LOADER_DOUBLE}
+    t = timelines.efficiency_table(f)
     assert len(t) == 1 and math.isfinite(t["efficiency"].iloc[0])
-    tls = ov.loader_timelines(f, "measured here: test")
-    assert len(tls[ov.LOADER_DOUBLE].on("compute")) == 3
-    assert len(tls[ov.LOADER_SERIAL].on("copy")) == 3
-    assert tls[ov.LOADER_SERIAL].concurrent_s == pytest.approx(0.0, abs=1e-9)
+    tls = timelines.loader_timelines(f, "measured here: test")
+    assert len(tls[timelines.LOADER_DOUBLE].on("compute")) == 3
+    assert len(tls[timelines.LOADER_SERIAL].on("copy")) == 3
+    assert tls[timelines.LOADER_SERIAL].concurrent_s == pytest.approx(0.0, abs=1e-9)
 
 
 def test_record_writes_host_overlap_run_without_gpu(tmp_path):
     from labkit import reference
 
-    names = ov.record(tmp_path, True, ENV)
+    names = bench_overlap.record(tmp_path, True, ENV)
     assert names == ["host_overlap_run"]
     ds = reference.load("host_overlap_run", tmp_path)
     assert ds.kind == "overlap_run" and ds.meta["provenance"] == "measured" and ds.meta["gpu"] == "none"
     assert ds.label.startswith("measured here:")
-    assert len(ov.efficiency_table(ds.frame)) == len(ov.QUICK_RATIOS)
+    assert len(timelines.efficiency_table(ds.frame)) == len(measure.QUICK_RATIOS)
 
 
 def test_recorded_gpu_run_says_when_the_reference_has_none(tmp_path):
-    shipped, note = ov.recorded_gpu_run(None)
+    shipped, note = recorded.recorded_gpu_run(None)
     assert shipped.name == "h100_vm_labkit_gpu_overlap_run" and note is None
     # a profile recorded on a GPU: its own run, no note
-    own, note = ov.recorded_gpu_run("h100_pcie5_vm_20261123")
+    own, note = recorded.recorded_gpu_run("h100_pcie5_vm_20261123")
     assert own.name == "gpu_overlap_run" and own.meta["gpu"] != "none" and note is None
     # an nvbandwidth log (another kind): the shipped run, and a note naming both kinds
     name = "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points"
-    ds, note = ov.recorded_gpu_run(name)
+    ds, note = recorded.recorded_gpu_run(name)
     assert ds.name == shipped.name
     assert note.startswith(f"`reference={name!r}` is a dataset of kind `point`; this part shows `overlap_run`")
     # a host-only profile: an overlap run of its own, but not on a GPU — the shipped run, and a note saying why
-    assert ov.record(tmp_path, True, ENV) == ["host_overlap_run"]  # gpu "none": not a GPU run
-    ds, note = ov.recorded_gpu_run(tmp_path)
+    assert bench_overlap.record(tmp_path, True, ENV) == ["host_overlap_run"]  # gpu "none": not a GPU run
+    ds, note = recorded.recorded_gpu_run(tmp_path)
     assert ds.name == shipped.name
     assert note == (f"`reference={str(tmp_path)!r}` holds no `overlap_run` data this part can draw (a run on a "
                     "GPU), so the shipped `overlap_run` datasets are shown.")
@@ -404,7 +404,7 @@ def test_bench_overlap_host_json(capsys):
     eff = [r for r in recs if r["test"] == "efficiency"]
     assert [r["compute_to_copy"] for r in eff] == [0.5, 2.0]
     assert all(r["backend"] == "host" and r["nbytes"] == 1 << 20 for r in eff)
-    assert {r["scenario"] for r in recs if r["test"] == "loader"} == {ov.LOADER_SERIAL, ov.LOADER_DOUBLE}
+    assert {r["scenario"] for r in recs if r["test"] == "loader"} == {timelines.LOADER_SERIAL, timelines.LOADER_DOUBLE}
 
 
 def test_bench_overlap_rejects_bad_ratios(capsys):
@@ -417,25 +417,25 @@ def test_bench_overlap_rejects_bad_ratios(capsys):
 def test_recorded_duplex_points():
     from labkit import reference
 
-    d = ov.recorded_duplex(reference.load_all(kind="point"))
+    d = recorded.recorded_duplex(reference.load_all(kind="point"))
     assert len(d) >= 2
     assert (d["retained"] > 0).all() and (d["retained"] < 1.0).all()  # no recorded link is a perfect duplex
     assert set(d["direction"]) <= {"h2d", "d2h"}
 
 
 def test_recorded_duplex_for_a_reference_without_duplex_points_falls_back_and_says_so():
-    shipped, note = ov.recorded_duplex_for(None)
+    shipped, note = recorded.recorded_duplex_for(None)
     assert len(shipped) >= 2 and note is None
     # an nvbandwidth log without the bidirectional pair (it crashed notebook 03 before: no 'dataset' column)
     name = "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points"
-    assert ov.recorded_duplex(ov.reference_sets(name, "point")).empty
-    rows, note = ov.recorded_duplex_for(name)
+    assert recorded.recorded_duplex(recorded.reference_sets(name, "point")).empty
+    rows, note = recorded.recorded_duplex_for(name)
     assert rows.equals(shipped) and note.startswith(f"`reference={name!r}` holds no `point` data this part can draw "
                                                     "(nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`)")
     # a reference of another kind: the shipped point data, and a note naming both kinds
-    rows, note = ov.recorded_duplex_for("h100_vm_labkit_gpu_overlap_run")
+    rows, note = recorded.recorded_duplex_for("h100_vm_labkit_gpu_overlap_run")
     assert rows.equals(shipped) and "is a dataset of kind `overlap_run`; this part shows `point` data" in note
-    assert list(ov.recorded_duplex([]).columns) == ov.DUPLEX_COLUMNS
+    assert list(recorded.recorded_duplex([]).columns) == recorded.DUPLEX_COLUMNS
 
 
 def test_draw_gantt_figure_is_labelled():
@@ -447,7 +447,7 @@ def test_draw_gantt_figure_is_labelled():
     from labkit.plots import figure_problems
 
     fig, ax = plt.subplots()
-    ov.draw_gantt(ax, ov.pipeline_timeline(4, 1e-3, 2e-3, source="model: test"))
+    figures.draw_gantt(ax, timelines.pipeline_timeline(4, 1e-3, 2e-3, source="model: test"))
     assert figure_problems(fig) == []
     assert "model" in ax.get_title()
     plt.close(fig)
@@ -457,21 +457,21 @@ def test_draw_gantt_figure_is_labelled():
 def test_gpu_overlap_and_loader():
     import torch
 
-    f = ov.measure_gpu_overlap(4 << 20, (1.0,), repeats=2, loader_batches=4)
-    t = ov.efficiency_table(f).set_index("memory")
+    f = measure.measure_gpu_overlap(4 << 20, (1.0,), repeats=2, loader_batches=4)
+    t = timelines.efficiency_table(f).set_index("memory")
     assert t.loc["pinned", "efficiency"] > 0.5  # pinned copies overlap with matmuls on a GPU
     assert t.loc["pinned", "efficiency"] > t.loc["pageable", "efficiency"]
-    d = ov.duplex_table(f)
+    d = timelines.duplex_table(f)
     assert len(d) == 1 and d["bidirectional_GBps"].iloc[0] > 0
-    tls = ov.loader_timelines(f, "x")
-    assert tls[ov.LOADER_DOUBLE].makespan_s < tls[ov.LOADER_SERIAL].makespan_s
+    tls = timelines.loader_timelines(f, "x")
+    assert tls[timelines.LOADER_DOUBLE].makespan_s < tls[timelines.LOADER_SERIAL].makespan_s
     # the loader on CUDA streams hands over the right data
     src = [torch.full((1 << 20,), i, dtype=torch.uint8).pin_memory() for i in range(6)]
     dst = [torch.empty(1 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)]
-    main = ov.CudaStream("compute", torch.cuda.current_stream())
+    main = streams.CudaStream("compute", torch.cuda.current_stream())
     seen = []
-    for buf in ov.double_buffered(src, lambda b, s: dst[s].copy_(b, non_blocking=True),
-                                  copy_stream=ov.CudaStream("copy"), compute_stream=main):
+    for buf in streams.double_buffered(src, lambda b, s: dst[s].copy_(b, non_blocking=True),
+                                  copy_stream=streams.CudaStream("copy"), compute_stream=main):
         torch.cuda._sleep(1_000_000)  # slow consumer work on the compute stream
         seen.append(int(buf.float().mean().item()))
     assert seen == list(range(6))

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from ..overlap import HostEvent, HostStream
+from ..overlap.streams import HostEvent, HostStream
 from ..runtime import require_cuda
 from ..units import MiB
 from .pinned import NO_GPU_HINT, pinned_empty

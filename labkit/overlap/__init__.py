@@ -1,0 +1,15 @@
+"""Copy and compute at once (notebook 03): timelines, streams, overlap efficiency, a double-buffered loader.
+
+- `timelines`: `Span`/`Timeline`, overlap efficiency, the loader's schedule as a model, tables of a run;
+- `streams`: CUDA stream, host worker thread and calling thread behind one interface; `double_buffered`;
+- `measure`: overlap measured on host threads (any CPU) and on CUDA streams (a GPU);
+- `recorded`: recorded GPU runs, full-duplex points, and the link sweep a model is fitted to;
+- `figures`: Gantt charts, full duplex, efficiency against the compute/copy ratio;
+- `bench_overlap`: `labkit bench overlap` and its part of `labkit record`.
+"""
+
+from .._moved import forward
+
+#: The flat module's names (labkit.overlap.draw_gantt, ...) keep working for one release, with a warning.
+__getattr__ = forward(__name__, tuple(f"{__name__}.{m}" for m in (
+    "timelines", "streams", "measure", "recorded", "figures", "bench_overlap")))
