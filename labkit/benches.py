@@ -24,7 +24,7 @@ BENCHES = {
     "host": "labkit.copies.bench_host",
     "pinned": "labkit.copies.bench_pinned",
     "overlap": "labkit.overlap.bench_overlap",
-    "p2p": "labkit.p2p",
+    "p2p": "labkit.p2p.bench_p2p",
     "allreduce": "labkit.collectives_bench",
     "ladder": "labkit.hierarchy",
     "soak": "labkit.soak",

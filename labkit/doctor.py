@@ -9,7 +9,7 @@ Nothing is measured: `labkit bench` does that.
 from __future__ import annotations
 
 from . import system
-from .p2p import doctor_findings
+from .p2p.diagnosis import doctor_findings
 from .system import Finding, environment, parse_topology
 
 

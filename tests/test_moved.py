@@ -16,6 +16,8 @@ OLD_NAMES = [
     ("labkit.transfer_record", "record", "labkit.copies.bench_copy"),
     ("labkit.overlap", "draw_gantt", "labkit.overlap.figures"),
     ("labkit.overlap", "double_buffered", "labkit.overlap.streams"),
+    ("labkit.p2p", "diagnose", "labkit.p2p.diagnosis"),
+    ("labkit.p2p", "rank_tp_groups", "labkit.p2p.placement"),
 ]
 
 

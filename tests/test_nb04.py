@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from labkit import p2p, reference
+from labkit import reference
+from labkit.p2p import diagnosis, matrices, placement
 
 
 @pytest.mark.notebook
@@ -47,14 +48,14 @@ def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
     """The answers written in the notebook's <details> are the ones its checks accept."""
     from labkit import check, models
 
-    topo = p2p.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
+    topo = placement.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
     a100 = reference.load("p2p_8xa100_sxm4_80gb_nvswitch_distserve")
-    odd = {tuple(sorted(f.pairs[0])) for f in p2p.diagnose(a100)
+    odd = {tuple(sorted(f.pairs[0])) for f in diagnosis.diagnose(a100)
            if f.rule == "outlier_pair" and "unidirectional, P2P off" in f.message}
-    uni = p2p.median_off_diagonal(p2p.matrix(a100, "bandwidth_uni", "enabled"))
-    assert p2p.check_tp_group("1a", [0, 2], topo, 2, include=[0]).passed
-    assert p2p.check_tp_group("1b", [0, 1, 2, 3], topo, 4, include=[0]).passed
-    assert p2p.check_pair("2", (5, 4), odd).passed and p2p.check_pair("2", (6, 7), odd).passed
+    uni = matrices.median_off_diagonal(matrices.matrix(a100, "bandwidth_uni", "enabled"))
+    assert placement.check_tp_group("1a", [0, 2], topo, 2, include=[0]).passed
+    assert placement.check_tp_group("1b", [0, 1, 2, 3], topo, 4, include=[0]).passed
+    assert diagnosis.check_pair("2", (5, 4), odd).passed and diagnosis.check_pair("2", (6, 7), odd).passed
     assert check.numeric("3", 91, 100 * uni / models.spec("NVLink 3").per_direction_GBps(), unit="%").passed
 
 
@@ -64,7 +65,7 @@ def test_nb04_text_matches_the_answer_key():
 
     nb = json.loads(find_notebook("04_p2p_matrix").read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    topo = p2p.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
-    assert f"`{list(p2p.rank_tp_groups(topo, 2, include=[0])[0].gpus)}`" in text
-    assert f"`{list(p2p.rank_tp_groups(topo, 4, include=[0])[0].gpus)}`" in text
+    topo = placement.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
+    assert f"`{list(placement.rank_tp_groups(topo, 2, include=[0])[0].gpus)}`" in text
+    assert f"`{list(placement.rank_tp_groups(topo, 4, include=[0])[0].gpus)}`" in text
     assert "{0,2} {1,3} {4,6} {5,7}" in text

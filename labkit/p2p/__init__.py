@@ -1,0 +1,16 @@
+"""GPU↔GPU copies (notebook 04): the peer-to-peer matrices, read against `nvidia-smi topo -m`, and what they diagnose.
+
+- `matrices`: the four matrices (live or recorded), the topology's link labels, `P2PRun`, validation;
+- `summaries`: one row per system, per link label, bidirectional ÷ unidirectional;
+- `figures`: heatmaps annotated with link labels, peer access, systems side by side;
+- `diagnosis`: plain-language findings (`diagnose`, and `doctor_findings` for `labkit doctor`);
+- `placement`: tensor-parallel groups ranked by their worst link;
+- `staging`: copies staged through host memory ("P2P off");
+- `measure`: the matrices measured on this machine's GPUs; `bench_p2p`: `labkit bench p2p` / record.
+"""
+
+from .._moved import forward
+
+#: The flat module's names (labkit.p2p.diagnose, ...) keep working for one release, with a warning.
+__getattr__ = forward(__name__, tuple(f"{__name__}.{m}" for m in (
+    "matrices", "summaries", "figures", "diagnosis", "placement", "staging", "measure", "bench_p2p")))

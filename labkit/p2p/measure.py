@@ -1,0 +1,287 @@
+"""P2P matrices measured on this machine's GPUs, the p2pBandwidthLatencyTest way (CUDA events; tests inject a host backend).
+
+Method (p2pBandwidthLatencyTest, nvbandwidth): warm up; time batches of back-to-back copies between
+CUDA events (`labkit.timing.time_cuda`); bidirectional = both directions forked from one timing stream
+and joined back into it; latency = 16-byte copies queued behind a GPU spin so the host's Python
+overhead stays out of the timed region; "P2P disabled" = copies staged explicitly through pinned host
+buffers (labkit.p2p.staging). The diagonal is a copy inside one GPU, its bytes counted twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import time
+from typing import Sequence
+
+from .. import timing
+from ..runtime import require_cuda
+from ..units import MiB
+from .matrices import KINDS, P2P_STATES, PairResult, P2PRun
+from .staging import STAGING_CHUNK_BYTES, CudaStaging
+
+#: Bytes per bandwidth copy: 256 MiB, well past the size where any GPU link saturates
+#: (p2pBandwidthLatencyTest uses 40e6 ints = 160 MB, nvbandwidth 512 MiB).
+BANDWIDTH_BYTES = 256 * MiB
+
+
+#: Quick runs (CI, `--quick`): 32 MiB still takes ≥ 80 µs per copy at 400 GB/s, far above the
+#: per-copy overhead, so the plateau is reached.
+QUICK_BANDWIDTH_BYTES = 32 * MiB
+
+
+#: One int4, as p2pBandwidthLatencyTest's latency matrix copies.
+LATENCY_BYTES = 16
+
+
+#: Copies queued per latency sample (p2pBandwidthLatencyTest queues 100; far more can block the
+#: host on a full launch queue, which is why the tool keeps it low).
+LATENCY_CALLS = 100
+
+
+#: The GPU spin before a latency batch lasts this many times the measured host issue time (+1 ms),
+#: so every copy is queued before the first one runs.
+SPIN_MARGIN = 2.0
+
+
+QUICK_REPEATS = 5
+
+
+#: What to do without a GPU, added to `require_cuda`'s message.
+NO_GPU_HINT = (" (notebook 04 replays recorded systems; one GPU measures the copy inside it, GPU pairs need two "
+               "or more)")
+
+
+def peer_access_matrix(devices: Sequence[int] | None = None) -> list[list[bool]]:
+    """torch.cuda.can_device_access_peer for every ordered pair (True on the diagonal)."""
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if devices is None else list(devices)
+    return [[a == b or bool(torch.cuda.can_device_access_peer(a, b)) for b in devices] for a in devices]
+
+
+class CudaBackend:
+    """How measure() touches real GPUs: buffers, copy paths with their streams, and the timers."""
+
+    def __init__(self, chunk_bytes: int = STAGING_CHUNK_BYTES):
+        require_cuda("measuring GPU copies", hint=NO_GPU_HINT)
+        import torch
+
+        self.torch = torch
+        self.chunk_bytes = chunk_bytes
+        self._cycles_per_s: dict[int, float] = {}
+
+    def device_names(self, devices):
+        return [self.torch.cuda.get_device_name(d) for d in devices]
+
+    def can_access(self, a: int, b: int) -> bool:
+        return a == b or bool(self.torch.cuda.can_device_access_peer(a, b))
+
+    def alloc(self, device: int, nbytes: int):
+        return self.torch.empty(nbytes, dtype=self.torch.uint8, device=f"cuda:{device}").fill_(1)
+
+    def timing_stream(self, device: int):
+        return self.torch.cuda.Stream(device=device)
+
+    def path(self, src: int, dst: int, staged: bool, nbytes: int):
+        chunk = max(1, min(self.chunk_bytes, nbytes))
+        return _CudaStagedPath(CudaStaging(src, dst, chunk)) if staged else _CudaDirectPath(src, dst)
+
+    def time(self, fn, *, nbytes, label, repeats, stream):
+        return timing.time_cuda(fn, repeats=repeats, nbytes=nbytes, label=label, stream=stream), ()
+
+    def time_latency(self, fn, *, nbytes, label, repeats, stream, calls=LATENCY_CALLS):
+        return _time_queued(self.torch, fn, calls=calls, repeats=repeats, nbytes=nbytes, label=label,
+                            stream=stream, cycles_cache=self._cycles_per_s)
+
+    def synchronize(self, devices):
+        for d in devices:
+            self.torch.cuda.synchronize(d)
+
+
+class _CudaDirectPath:
+    """src → dst with `copy_` on a stream of the source GPU. torch fences a cross-device copy
+    against the destination's current stream; a private idle stream there keeps that fence from
+    serialising the two directions of a bidirectional run."""
+
+    def __init__(self, src: int, dst: int):
+        import torch
+
+        self.src, self.dst = src, dst
+        self.stream = torch.cuda.Stream(device=src)
+        self.peer_stream = torch.cuda.Stream(device=dst) if dst != src else None
+
+    @property
+    def home_stream(self):
+        return self.stream
+
+    def enqueue(self, dst, src) -> None:
+        import torch
+
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.cuda.stream(self.stream))
+            if self.peer_stream is not None:
+                stack.enter_context(torch.cuda.stream(self.peer_stream))
+            dst.copy_(src, non_blocking=True)
+
+    def fork(self, timing_stream) -> None:
+        if timing_stream is not self.stream:
+            self.stream.wait_stream(timing_stream)
+
+    def join(self, timing_stream) -> None:
+        if timing_stream is not self.stream:
+            timing_stream.wait_stream(self.stream)
+
+
+class _CudaStagedPath:
+    def __init__(self, staging: CudaStaging):
+        self.staging = staging
+
+    def enqueue(self, dst, src) -> None:
+        self.staging.copy(dst, src)
+
+    def fork(self, timing_stream) -> None:
+        self.staging.first_stream.wait_stream(timing_stream)
+
+    def join(self, timing_stream) -> None:
+        timing_stream.wait_stream(self.staging.last_stream)
+
+
+def _time_queued(torch, fn, *, calls, repeats, nbytes, label, stream, cycles_cache, warmup=timing.WARMUP_CALLS):
+    """Time `calls` back-to-back calls of fn per sample, queued behind a GPU spin (p2pBandwidthLatencyTest's
+    delay kernel) so the GPU runs them back to back however slow the host is to issue them.
+
+    1. warm up; 2. time the host issuing `calls` calls; 3. per sample: spin the stream for
+    SPIN_MARGIN × that (+1 ms), record start, issue the calls, record end — if the start event has
+    already fired when the host finishes issuing, the spin was too short: double it and retry
+    (three times at most; after that the sample is kept with a note). Returns (Measurement, notes).
+    """
+    dev = stream.device.index if stream.device.index is not None else torch.cuda.current_device()
+    with torch.cuda.device(dev), torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        if dev not in cycles_cache:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.cuda._sleep(10_000_000)
+            e.record()
+            e.synchronize()
+            cycles_cache[dev] = 10_000_000 / (s.elapsed_time(e) / 1e3)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        issue_s = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        notes, samples = [], []
+        spin_s = SPIN_MARGIN * issue_s + 1e-3
+        for _ in range(repeats):
+            for attempt in range(4):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(int(spin_s * cycles_cache[dev]))
+                start.record()
+                for _ in range(calls):
+                    fn()
+                end.record()
+                too_short = start.query()
+                end.synchronize()
+                if not too_short:
+                    break
+                spin_s *= 2
+            else:
+                notes.append("the host could not queue the copies ahead of the GPU; this latency includes host time")
+            samples.append(start.elapsed_time(end) / 1e3 / calls)
+        for d in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(d)
+    return timing.Measurement(tuple(samples), calls, "cuda_event", label, nbytes), tuple(sorted(set(notes)))
+
+
+def _counted_bytes(kind: str, nbytes: int, local: bool) -> int:
+    """Bytes a cell counts, as p2pBandwidthLatencyTest: both directions for bidirectional, and read +
+    write for a copy inside one GPU (the diagonal)."""
+    return nbytes * (2 if kind == "bandwidth_bi" else 1) * (2 if local else 1)
+
+
+def measure(devices: Sequence[int] | None = None, *, nbytes: int = BANDWIDTH_BYTES, latency_nbytes: int = LATENCY_BYTES,
+            kinds: Sequence[str] = ("bandwidth_uni", "bandwidth_bi", "latency_gpu"), p2p: Sequence[str] = P2P_STATES,
+            repeats: int = timing.DEFAULT_REPEATS, loopback: bool | None = None, backend=None, progress: bool = False,
+            topology: str | None = None) -> P2PRun:
+    """Measure the P2P matrices between `devices` (default: every visible GPU).
+
+    'enabled' cells copy with `copy_` (torch turns peer access on where `can_device_access_peer`
+    allows; elsewhere the driver stages the copy itself — mode 'driver'); 'disabled' cells stage
+    explicitly through pinned host memory (`CudaStaging`). The diagonal is a copy inside one GPU
+    in both. With one GPU (`loopback` defaults to True then) a staged copy GPU→host→same GPU is
+    added as mode 'host_staged_loopback': what a pair without P2P would get at best on this host.
+    `backend` defaults to CudaBackend(); tests inject a host-memory one.
+    """
+    backend = backend or CudaBackend()
+    if devices is None:
+        import torch
+
+        devices = list(range(torch.cuda.device_count()))
+    devices = [int(d) for d in devices]
+    if not devices:
+        require_cuda("labkit.p2p.measure.measure", hint=NO_GPU_HINT)
+    bad = [k for k in kinds if k not in KINDS or k == "latency_cpu"]
+    if bad:
+        raise ValueError(f"cannot measure {bad}; choose from bandwidth_uni, bandwidth_bi, latency_gpu")
+    loopback = len(devices) == 1 if loopback is None else loopback
+    names = backend.device_names(devices)
+    access = [[backend.can_access(a, b) for b in devices] for a in devices]
+    big = {d: [backend.alloc(d, nbytes) for _ in range(2)] for d in devices}  # [send, receive] per GPU
+    big_back = {d: [backend.alloc(d, nbytes) for _ in range(2)] for d in devices} if "bandwidth_bi" in kinds else {}
+    small = {d: [backend.alloc(d, latency_nbytes) for _ in range(2)] for d in devices}
+    timers = {d: backend.timing_stream(d) for d in devices}
+    paths: dict[tuple, object] = {}
+
+    def path(a, b, staged, n, lane=0):
+        key = (a, b, staged, n, lane)  # lane 1 = a second, independent path (the diagonal's other direction)
+        if key not in paths:
+            paths[key] = backend.path(a, b, staged, n)
+        return paths[key]
+
+    jobs = [(k, p, a, b, False) for k in kinds for p in p2p for a in devices for b in devices]
+    if loopback:
+        jobs += [(k, "disabled", d, d, True) for k in kinds if k != "bandwidth_bi" for d in devices]
+    if progress:
+        from tqdm.auto import tqdm
+
+        jobs = tqdm(jobs, desc="p2p", unit="cell", leave=False)
+    results = []
+    for kind, state, a, b, loop in jobs:
+        local = a == b and not loop
+        staged = (state == "disabled" and not local) or loop
+        ia, ib = devices.index(a), devices.index(b)
+        mode = ("host_staged_loopback" if loop else "local" if local else "host_staged" if staged
+                else "p2p" if access[ia][ib] else "driver")
+        lat = kind.startswith("latency")
+        n = latency_nbytes if lat else nbytes
+        bufs = small if lat else big
+        fwd = path(a, b, staged, n)
+        pairs = [(fwd, bufs[b][1], bufs[a][0])]
+        if kind == "bandwidth_bi":
+            pairs.append((path(b, a, staged, n, lane=1 if local else 0), big_back[a][1], big_back[b][0]))
+        # One direct path times on its own stream (no fork/join in the timed loop, as the tool does);
+        # anything else forks from and joins into the source GPU's timing stream.
+        home = getattr(fwd, "home_stream", None)
+        t = home if len(pairs) == 1 and home is not None else timers[a]
+
+        def fn(pairs=pairs, t=t):
+            for p, _, _ in pairs:
+                p.fork(t)
+            for p, dst, src in pairs:
+                p.enqueue(dst, src)
+            for p, _, _ in pairs:
+                p.join(t)
+
+        label = f"{kind} {state} GPU{a}→GPU{b} ({mode})"
+        counted = _counted_bytes(kind, n, local)
+        if lat:
+            m, notes = backend.time_latency(fn, nbytes=counted, label=label, repeats=repeats, stream=t)
+        else:
+            m, notes = backend.time(fn, nbytes=counted, label=label, repeats=repeats, stream=t)
+        results.append(PairResult(kind, state, mode, a, b, m, bool(access[ia][ib]), tuple(notes)))
+    backend.synchronize(devices)
+    return P2PRun(tuple(results), tuple(names), tuple(devices), tuple(tuple(r) for r in access), int(nbytes),
+                  int(latency_nbytes), topology, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
