@@ -25,6 +25,10 @@ MOVED: dict[str, tuple[str, ...]] = {
     "labkit.fidelity": ("labkit.copies.fidelity", "labkit.copies.bench_fidelity"),
     "labkit.transfer_bench": ("labkit.copies.bench_copy", "labkit.copies.bench_host"),
     "labkit.transfer_record": ("labkit.copies.bench_copy",),
+    "labkit.ring": ("labkit.allreduce.ring", "labkit.allreduce.correctness"),
+    "labkit.ring_sim": ("labkit.allreduce.simulation", "labkit.allreduce.views"),
+    "labkit.ring_views": ("labkit.allreduce.views",),
+    "labkit.collectives_bench": ("labkit.allreduce.measure", "labkit.allreduce.bench_allreduce"),
 }
 
 

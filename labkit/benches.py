@@ -25,7 +25,7 @@ BENCHES = {
     "pinned": "labkit.copies.bench_pinned",
     "overlap": "labkit.overlap.bench_overlap",
     "p2p": "labkit.p2p.bench_p2p",
-    "allreduce": "labkit.collectives_bench",
+    "allreduce": "labkit.allreduce.bench_allreduce",
     "ladder": "labkit.hierarchy",
     "soak": "labkit.soak",
     "fidelity": "labkit.copies.bench_fidelity",

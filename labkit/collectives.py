@@ -39,7 +39,8 @@ def busbw(op: str, nbytes: float, seconds: float, world_size: int) -> float:
 
 
 # --------------------------------------------------------------------------- the ring schedule
-# Shared by the simulation (labkit.ring_sim) and the real ring (labkit.ring), so the two cannot
+# Shared by every ring — the simulation (labkit.allreduce.simulation), the real ring (labkit.allreduce.ring) and
+# the hierarchical all-reduce's rings (labkit.hierarchy.hierarchical) — so they cannot
 # drift: the simulation predicts the real ring's result bit for bit, summation order included.
 RS, AG = "reduce-scatter", "all-gather"
 

@@ -10,7 +10,7 @@ import os
 import time
 
 from .launch import check_world_size, descendants, helper_processes, launch
-from .ring import ring_allreduce_
+from .allreduce.ring import ring_allreduce_
 from .units import format_bytes, parse_size
 
 

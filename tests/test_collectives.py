@@ -7,7 +7,8 @@ import pytest
 
 from labkit.collectives import (AG, RS, algbw, bus_factor, busbw, chunk_bounds, ring_bytes_sent, ring_chunks,
                                 ring_steps, summation_tolerance)
-from labkit.ring_sim import draw_ring_state, simulate_ring_allreduce
+from labkit.allreduce.simulation import simulate_ring_allreduce
+from labkit.allreduce.views import draw_ring_state
 
 WORLD_SIZES = range(1, 17)
 # For each N: sizes N divides, sizes it does not, and fewer elements than ranks.

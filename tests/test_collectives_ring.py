@@ -10,7 +10,7 @@ import pytest
 from labkit import cli
 from labkit.collectives import bus_factor
 from labkit.launch import launch
-from labkit.ring import check_worker
+from labkit.allreduce.correctness import check_worker
 
 pytestmark = pytest.mark.slow
 
@@ -126,15 +126,15 @@ def test_bench_rejects_bad_options():
 
 
 def test_record_writes_a_valid_allreduce_sweep(tmp_path, monkeypatch):
-    from labkit import collectives_bench
+    from labkit.allreduce import bench_allreduce
     from labkit.reference import load
 
-    monkeypatch.setattr(collectives_bench, "RECORD_RANKS", 2)
-    monkeypatch.setattr(collectives_bench, "RECORD_MIN", "4KiB")
-    monkeypatch.setattr(collectives_bench, "RECORD_QUICK_MAX", "64KiB")
+    monkeypatch.setattr(bench_allreduce, "RECORD_RANKS", 2)
+    monkeypatch.setattr(bench_allreduce, "RECORD_MIN", "4KiB")
+    monkeypatch.setattr(bench_allreduce, "RECORD_QUICK_MAX", "64KiB")
     env = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "gpus": [], "cuda_available": False,
            "date": "2026-01-01T00:00:00+00:00", "labkit": "0", "torch": "x", "python": "3"}
-    names = collectives_bench.record(tmp_path, True, env)
+    names = bench_allreduce.record(tmp_path, True, env)
     assert names == ["allreduce_gloo_sweep"]
     ds = load("allreduce_gloo_sweep", tmp_path)
     assert ds.kind == "allreduce_sweep" and ds.meta["provenance"] == "measured"

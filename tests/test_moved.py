@@ -18,6 +18,9 @@ OLD_NAMES = [
     ("labkit.overlap", "double_buffered", "labkit.overlap.streams"),
     ("labkit.p2p", "diagnose", "labkit.p2p.diagnosis"),
     ("labkit.p2p", "rank_tp_groups", "labkit.p2p.placement"),
+    ("labkit.ring", "ring_allreduce_", "labkit.allreduce.ring"),
+    ("labkit.ring_sim", "draw_ring_state", "labkit.allreduce.views"),
+    ("labkit.collectives_bench", "run_allreduce_bench", "labkit.allreduce.measure"),
 ]
 
 

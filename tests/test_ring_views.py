@@ -9,7 +9,7 @@ import pytest
 matplotlib.use("Agg")
 
 from labkit import plots  # noqa: E402
-from labkit import ring_views as views  # noqa: E402
+from labkit.allreduce import views  # noqa: E402
 from labkit.collectives import busbw  # noqa: E402
 from labkit.models import allreduce_time  # noqa: E402
 

@@ -14,7 +14,7 @@ added in place.
 
 from __future__ import annotations
 
-from .collectives import RS, chunk_bounds, ring_chunks, ring_steps
+from ..collectives import RS, chunk_bounds, ring_chunks, ring_steps
 
 
 #: Scratch buffers kept between calls, one per (device, dtype), grown on demand: allocating tens of
@@ -310,105 +310,5 @@ IMPLEMENTATIONS = {
 }
 
 
-# --------------------------------------------------------------------------- correctness, inside a rank
-#: Integer-valued test inputs lie in [-r, r) with r per dtype, small enough that every partial sum
-#: over up to 64 ranks is an exactly representable integer (float32: 24-bit significand, float16:
-#: 11, bfloat16: 8), so every summation order gives the same bits.
-INT_RANGE = {"float64": 1000, "float32": 1000, "float16": 32, "bfloat16": 4}
 
 
-def test_input(rank: int, count: int, kind: str, seed: int = 0, dtype: str = "float32"):
-    """The deterministic input rank `rank` uses in checks: 'integer' (exact) or 'random' (N(0,1))."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed * 100_003 + rank)
-    if kind == "integer":
-        r = INT_RANGE[dtype]
-        x = torch.randint(-r, r, (count,), generator=g)
-    elif kind == "random":
-        x = torch.randn(count, generator=g, dtype=torch.float64)
-    else:
-        raise ValueError(f"kind must be 'integer' or 'random', got {kind!r}")
-    return x.to(getattr(torch, dtype))
-
-
-def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dtype: str = "float32",
-                         device: str = "cpu", simulate: bool = True, options: dict | None = None) -> dict:
-    """Run `impl` and dist.all_reduce on the same inputs in this group; report how they compare.
-
-    - integer-valued inputs: the results must be bit-identical, and equal to the exact sum;
-    - random floats: |impl − library| ≤ collectives.summation_tolerance (summation order differs);
-    - ring only (and `simulate`): the result must equal labkit.ring_sim's prediction bit for bit,
-      since both add in the same order (each rank regenerates every rank's input to simulate).
-    `options` are passed to the implementation (e.g. {"segment_bytes": 64} for the ring).
-    Every member of `group` must call this with the same arguments.
-    """
-    import numpy as np
-    import torch
-    import torch.distributed as dist
-
-    from .collectives import ring_bytes_sent, summation_tolerance
-
-    impl_fn, options = IMPLEMENTATIONS[impl], dict(options or {})
-    fn = lambda t, g: impl_fn(t, g, **options)  # noqa: E731
-    rank, n, glob = _group_info(group)
-    itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
-    out = {"impl": impl, "options": options, "world_size": n, "count": count, "dtype": dtype, "nbytes": count * itemsize}
-    # 1. integer-valued: bit-identical, and exact
-    x = test_input(glob(rank), count, "integer", seed, dtype).to(device)
-    ref = x.clone()
-    sent = fn(x, group)
-    dist.all_reduce(ref, group=group)
-    exact = sum(test_input(glob(r), count, "integer", seed, dtype).double() for r in range(n)).to(getattr(torch, dtype))
-    out["integer_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
-    out["integer_exact"] = bool(torch.equal(x.cpu(), exact))
-    out["bytes_sent"] = int(sent)
-    out["ring_bytes_sent"] = ring_bytes_sent(count, n, itemsize)[rank]
-    # 2. random floats: within the summation-order tolerance
-    x = test_input(glob(rank), count, "random", seed, dtype).to(device)
-    ref, abs_sum = x.clone(), x.abs()
-    fn(x, group)
-    dist.all_reduce(ref, group=group)
-    dist.all_reduce(abs_sum, group=group)
-    tol = summation_tolerance(abs_sum.double(), n, dtype)
-    diff = (x.double() - ref.double()).abs()
-    out["random_max_abs_diff"] = float(diff.max()) if count else 0.0
-    out["random_within_tolerance"] = bool((diff <= tol).all())
-    out["random_bit_identical"] = bool(torch.equal(x.cpu(), ref.cpu()))
-    # 3. the ring against its simulation
-    if impl in ("ring", "ring_simple") and simulate and dtype != "bfloat16":  # numpy has no bfloat16
-        from .ring_sim import simulate_ring_allreduce
-
-        inputs = [test_input(glob(r), count, "random", seed, dtype).numpy() for r in range(n)]
-        predicted = simulate_ring_allreduce(inputs).result[rank]
-        out["matches_simulation"] = bool(np.array_equal(x.cpu().numpy(), predicted))
-    return out
-
-
-def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0,
-                 dtypes=("float32",)) -> list[dict]:
-    """Launch target: compare every impl with the library for each count and dtype, on groups of the
-    first k ranks.
-
-    `impls` holds names or (name, options) pairs. group_sizes=None checks the whole world only.
-    Returns this rank's reports (with the group size).
-    """
-    import torch.distributed as dist
-
-    from .launch import rank_info
-
-    device = rank_info().device
-    reports = []
-    for k in group_sizes or [world_size]:
-        if k > world_size:
-            raise ValueError(f"group size {k} is larger than the world ({world_size} ranks)")
-        group = None if k == world_size else dist.new_group(list(range(k)))  # every rank must call new_group
-        if rank >= k:
-            continue
-        for spec in impls:
-            impl, options = (spec, None) if isinstance(spec, str) else spec
-            for count in counts:
-                for dtype in dtypes:
-                    reports.append({"group_size": k, **compare_with_library(
-                        impl, count, group, seed=seed, dtype=dtype, device=device, options=options)})
-    return reports

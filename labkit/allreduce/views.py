@@ -1,6 +1,7 @@
-"""Notebook 5's figures, tables and calculators: the ring stepper, bytes per rank, measured vs
-modelled bandwidth, recorded nccl-tests sweeps with the learner's run over them, and the cost
-calculator that recomputes the source material's all-reduce table.
+"""Notebook 5's figures, tables and calculators: the ring stepper, bytes per rank, measured vs modelled bandwidth.
+
+Also the recorded nccl-tests sweeps with the learner's run over them, and the cost calculator that
+recomputes the source material's all-reduce table.
 
 Every figure has a title, units on both axes and its source in the legend or title (labkit.plots).
 """
@@ -11,10 +12,11 @@ import functools
 
 import numpy as np
 
-from . import plots
-from .collectives import bus_factor, busbw, ring_bytes_sent
-from .models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
-from .units import GB, format_bytes
+from .. import plots
+from ..collectives import RS, bus_factor, busbw, ring_bytes_sent
+from ..models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
+from ..units import GB, format_bytes
+from .simulation import RingTrace, simulate_ring_allreduce
 
 # --------------------------------------------------------------------------- the stepper
 #: Elements per rank in the stepper: 2N+1, so the chunks are uneven (N does not divide it).
@@ -25,16 +27,12 @@ def stepper_count(n: int) -> int:
 @functools.lru_cache(maxsize=16)
 def stepper_trace(n: int):
     """The simulated ring the stepper shows: rank r holds 1, 2, … scaled by (r+1)."""
-    from .ring_sim import simulate_ring_allreduce
-
     count = stepper_count(n)
     return simulate_ring_allreduce([np.arange(1, count + 1, dtype=np.float32) * (r + 1) for r in range(n)])
 
 
 def stepper_view(ranks: int, step: int) -> str:
     """Draw the ring after `step` steps for `ranks` ranks and print what moved; returns the text."""
-    from .ring_sim import draw_ring_state
-
     trace = stepper_trace(int(ranks))
     k = min(int(step), len(trace.steps))
     ax = draw_ring_state(trace, k)
@@ -54,13 +52,13 @@ def bytes_per_rank_figure(nbytes: int = 1 << 20, max_ranks: int = 16, itemsize: 
     ns = np.arange(1, max_ranks + 1)
     per = [ring_bytes_sent(count, int(n), itemsize) for n in ns]
     fig, ax = plots.figure()
-    plots.line(ax, ns, [np.mean(p) / nbytes for p in per], "counted (labkit.ring_sim schedule): mean over ranks")
+    plots.line(ax, ns, [np.mean(p) / nbytes for p in per], "counted (labkit.allreduce.simulation schedule): mean over ranks")
     ax.fill_between(ns, [min(p) / nbytes for p in per], [max(p) / nbytes for p in per], alpha=0.2,
                     label="counted: min … max over ranks")
     plots.line(ax, ns, 2 * (ns - 1) / ns, "2(N−1)/N", how=plots.MODEL)
     ax.axhline(2, ls=":", color="0.4", label="limit 2·S: every byte goes out twice")
     plots.finish(ax, f"Ring all-reduce: bytes each rank sends, S = {format_bytes(nbytes)} ({count} float32)",
-                 "ranks N (count)", "bytes sent per rank / S (ratio)", source="source: labkit.ring_sim schedule and model")
+                 "ranks N (count)", "bytes sent per rank / S (ratio)", source="source: labkit.allreduce.simulation schedule and model")
     return fig
 
 
@@ -274,3 +272,45 @@ def cost_view(params_billion: float, bytes_per_param: int, gpus: int, bandwidth_
           f"{bandwidth_GBps:g} GB/s per direction, α = {latency_us:g} µs\n"
           f"  each GPU sends 2(N−1)/N·S = {per_gpu / GB:.3g} GB in a ring\n" + "\n".join(rows))
     return allreduce_time(S, gpus, bandwidth_GBps, latency_us * 1e-6, "ring")
+
+
+def draw_ring_state(trace: RingTrace, k: int, ax=None):
+    """Draw the partial sums after k steps: rows = ranks, columns = chunks, cells = ranks summed in.
+
+    Cells that just received data are outlined (red: added in, reduce-scatter; blue: copied,
+    all-gather); colour depth = how many ranks' inputs the cell holds (dark = complete sum).
+    """
+    from matplotlib.patches import Rectangle
+
+    n = trace.world_size
+    k = max(0, min(int(k), len(trace.steps)))
+    state = trace.states[k]
+    if ax is None:
+        _, ax = plots.figure(width=1.2 * n + 2.5, height=0.7 * n + 1.6)
+    fill = np.array([[len(state.contributions[r][c]) for c in range(n)] for r in range(n)], dtype=float)
+    ax.imshow(fill, cmap="Greens", vmin=0, vmax=n * 1.25, aspect="auto")
+    just = {}
+    if k > 0:
+        for t in trace.transfers[k - 1]:
+            just[(t.dst, t.chunk)] = t
+    for r in range(n):
+        for c in range(n):
+            who = sorted(state.contributions[r][c])
+            text = "Σ all" if len(who) == n and n > 1 else "+".join(f"x{w}" for w in who)
+            if len(text) > 14:
+                text = f"{len(who)} ranks"
+            ax.text(c, r, text, ha="center", va="center", fontsize=8,
+                    color="white" if len(who) > 0.7 * n and n > 1 else "black")
+            if (r, c) in just:
+                t = just[(r, c)]
+                ax.add_patch(Rectangle((c - 0.46, r - 0.46), 0.92, 0.92, fill=False, lw=2,
+                                       ec="tab:red" if t.phase == RS else "tab:blue"))
+    ax.set_xticks(range(n), [f"{c}\n{trace.bounds[c][1] - trace.bounds[c][0]} el" for c in range(n)], fontsize=7)
+    ax.set_yticks(range(n), [f"rank {r}" for r in range(n)], fontsize=8)
+    ax.set_xlabel("chunk (index; elements in it)")
+    ax.set_ylabel("rank (process)")
+    phase = "start" if k == 0 else f"{trace.steps[k - 1][0]} step {trace.steps[k - 1][1] + 1}"
+    ax.set_title(f"Ring all-reduce, N = {n}: after step {k} of {len(trace.steps)} ({phase})\n"
+                 "source: labkit.allreduce.simulation; outline = chunk just received "
+                 "(red: added in, blue: copied)", fontsize=9)
+    return ax

@@ -4,10 +4,9 @@
     trace.result            # every rank's buffer at the end (all equal to the elementwise sum)
     trace.bytes_sent        # bytes each rank sent: 2(N−1)/N·S when N divides the element count
     trace.to_frame()        # one row per transfer
-    draw_ring_state(trace, k)  # the grid of partial sums after k steps
 
 The schedule (which chunk each rank sends at each step) comes from labkit.collectives, the same
-one the real ring (labkit.ring) uses, and the additions happen in the same order — so the
+one the real ring (labkit.allreduce.ring) uses, and the additions happen in the same order — so the
 simulation predicts the real ring's floats bit for bit.
 """
 
@@ -18,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .collectives import RS, chunk_bounds, ring_chunks, ring_steps
+from ..collectives import RS, chunk_bounds, ring_chunks, ring_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,45 +140,3 @@ def simulate_ring_allreduce(inputs: Sequence[np.ndarray]) -> RingTrace:
     return RingTrace(n, count, itemsize, tuple(bounds), tuple(ring_steps(n)), tuple(all_transfers), tuple(states))
 
 
-def draw_ring_state(trace: RingTrace, k: int, ax=None):
-    """Draw the partial sums after k steps: rows = ranks, columns = chunks, cells = ranks summed in.
-
-    Cells that just received data are outlined (red: added in, reduce-scatter; blue: copied,
-    all-gather); colour depth = how many ranks' inputs the cell holds (dark = complete sum).
-    """
-    from matplotlib.patches import Rectangle
-
-    from . import plots
-
-    n = trace.world_size
-    k = max(0, min(int(k), len(trace.steps)))
-    state = trace.states[k]
-    if ax is None:
-        _, ax = plots.figure(width=1.2 * n + 2.5, height=0.7 * n + 1.6)
-    fill = np.array([[len(state.contributions[r][c]) for c in range(n)] for r in range(n)], dtype=float)
-    ax.imshow(fill, cmap="Greens", vmin=0, vmax=n * 1.25, aspect="auto")
-    just = {}
-    if k > 0:
-        for t in trace.transfers[k - 1]:
-            just[(t.dst, t.chunk)] = t
-    for r in range(n):
-        for c in range(n):
-            who = sorted(state.contributions[r][c])
-            text = "Σ all" if len(who) == n and n > 1 else "+".join(f"x{w}" for w in who)
-            if len(text) > 14:
-                text = f"{len(who)} ranks"
-            ax.text(c, r, text, ha="center", va="center", fontsize=8,
-                    color="white" if len(who) > 0.7 * n and n > 1 else "black")
-            if (r, c) in just:
-                t = just[(r, c)]
-                ax.add_patch(Rectangle((c - 0.46, r - 0.46), 0.92, 0.92, fill=False, lw=2,
-                                       ec="tab:red" if t.phase == RS else "tab:blue"))
-    ax.set_xticks(range(n), [f"{c}\n{trace.bounds[c][1] - trace.bounds[c][0]} el" for c in range(n)], fontsize=7)
-    ax.set_yticks(range(n), [f"rank {r}" for r in range(n)], fontsize=8)
-    ax.set_xlabel("chunk (index; elements in it)")
-    ax.set_ylabel("rank (process)")
-    phase = "start" if k == 0 else f"{trace.steps[k - 1][0]} step {trace.steps[k - 1][1] + 1}"
-    ax.set_title(f"Ring all-reduce, N = {n}: after step {k} of {len(trace.steps)} ({phase})\n"
-                 "source: labkit.ring_sim simulation; outline = chunk just received "
-                 "(red: added in, blue: copied)", fontsize=9)
-    return ax

@@ -1,10 +1,10 @@
-"""`labkit bench allreduce` and its recorder: hand-written all-reduces timed against dist.all_reduce.
+"""Hand-written all-reduces timed against dist.all_reduce on local ranks, with nccl-tests' algbw and busbw.
 
 The method (nccl-tests' conventions, see DESIGN.md "Collectives"):
 
 1. start the ranks (labkit.launch) and, per size, allocate every buffer once — set-up is never timed;
 2. check correctness apart from timing: each hand-written implementation must give the library's
-   bits on integer-valued inputs (labkit.ring.compare_with_library);
+   bits on integer-valued inputs (labkit.allreduce.correctness.compare_with_library);
 3. warm up: the first call(s) pay for connections and page faults and are not timed;
 4. per repetition and implementation: restore the input (untimed), barrier, time one call on every
    rank; implementations take turns inside each repetition, so a busy moment of the machine
@@ -17,13 +17,15 @@ The method (nccl-tests' conventions, see DESIGN.md "Collectives"):
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 
 import numpy as np
 
-from .collectives import busbw
-from .units import format_bytes, parse_sizes, pow2_sizes
+from ..collectives import busbw
+from ..launch import check_world_size, launch, rank_info
+from ..units import format_bytes
+from .correctness import compare_with_library
+from .ring import IMPLEMENTATIONS, InjectedFailure, ring_allreduce_
 
 #: Timed repetitions per (implementation, size); the median of 10 is stable to a few percent here.
 DEFAULT_REPEATS = 10
@@ -31,12 +33,6 @@ DEFAULT_REPEATS = 10
 DEFAULT_WARMUP = 2
 #: Wall-clock budget of one bench launch, seconds (start-up of the ranks included).
 DEFAULT_TIMEOUT_S = 300.0
-DEFAULT_SIZES = "4MiB,16MiB,64MiB"
-DEFAULT_IMPLS = "ring,library"
-#: Sizes `labkit record` sweeps (gloo, CPU): 4 KiB … 64 MiB, every other power of two.
-RECORD_MIN, RECORD_MAX, RECORD_QUICK_MAX = "4KiB", "64MiB", "4MiB"
-#: Ranks for the recorded gloo sweep (the notebook's default too).
-RECORD_RANKS = 4
 
 
 def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAULT_REPEATS,
@@ -45,9 +41,6 @@ def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAUL
     """Launch target: per size, check then time every impl; returns this rank's raw per-call times."""
     import torch
     import torch.distributed as dist
-
-    from .launch import rank_info
-    from .ring import IMPLEMENTATIONS, InjectedFailure, compare_with_library, ring_allreduce_
 
     device = rank_info().device
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -109,9 +102,6 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
     Records carry the nccl-tests quantities (seconds, algbw_GBps, busbw_GBps) and the raw samples
     (`samples_s`: per repetition, the slowest rank's time).
     """
-    from .launch import check_world_size, launch
-    from .ring import IMPLEMENTATIONS
-
     world_size = check_world_size(world_size)  # before anything else: nothing starts for a bad --ranks
     unknown = [i for i in impls if i not in IMPLEMENTATIONS]
     if unknown:
@@ -183,79 +173,6 @@ def ratio_to_library(records, impl: str = "ring") -> dict[int, float]:
 
 
 # --------------------------------------------------------------------------- command line
-def bench_arguments(p, name: str) -> None:
-    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"], help="gloo (CPU) or nccl (one GPU per rank)")
-    p.add_argument("--ranks", type=int, default=4,
-                   help="processes on this machine (default 4, at most labkit.launch.MAX_RANKS)")
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"buffer sizes S, e.g. 4MiB,64MiB (default {DEFAULT_SIZES})")
-    p.add_argument("--impl", default=DEFAULT_IMPLS,
-                   help="comma-separated: ring, ring_simple, library, naive, tree, recursive_doubling "
-                        "(default ring,library)")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="timed repetitions (median reported)")
-    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed calls first")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])
-    p.add_argument("--no-check", action="store_true", help="skip the correctness check against dist.all_reduce")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                   help="give up after this many seconds (start-up included)")
-    p.add_argument("--fail-rank", type=int, metavar="R", help="rank R raises in the middle of the first timed collective")
-    p.add_argument("--straggler", metavar="R:SECONDS", help="rank R sleeps SECONDS before every timed collective")
-
-
-def _parse_straggler(text):
-    if text is None:
-        return None
-    try:
-        r, s = text.split(":")
-        return int(r), float(s)
-    except ValueError:
-        raise ValueError(f"--straggler takes R:SECONDS, e.g. 1:0.5, got {text!r}") from None
-
-
-def bench(args, name: str):
-    impls = [i.strip() for i in args.impl.split(",") if i.strip()]
-    records = run_allreduce_bench(args.ranks, parse_sizes(args.sizes), impls, args.backend, repeats=args.repeats,
-                                  warmup=args.warmup, dtype=args.dtype, check=not args.no_check,
-                                  timeout_s=args.timeout, fail_rank=args.fail_rank,
-                                  straggler=_parse_straggler(args.straggler))
-    for rec in records:
-        if rec["correct"] is False:
-            print(f"warning: {rec['impl']} at {rec['size']} does not match dist.all_reduce", file=sys.stderr)
-        if rec["seconds"] > 0 and rec["iqr_s"] / rec["seconds"] > 0.10:
-            print(f"warning: {rec['impl']} at {rec['size']}: IQR is {100 * rec['iqr_s'] / rec['seconds']:.0f}% of the "
-                  "median — the machine was busy; rerun with more --repeats", file=sys.stderr)
-        yield rec
 
 
 # --------------------------------------------------------------------------- recorder
-def record(folder, quick: bool, env: dict) -> list[str]:
-    """Record a gloo sweep (always) and an NCCL sweep (two or more GPUs) as `allreduce_sweep` datasets."""
-    import pandas as pd
-
-    from .provenance import measured_meta
-    from .reference import write_dataset
-
-    names = []
-    sizes = pow2_sizes(RECORD_MIN, RECORD_QUICK_MAX if quick else RECORD_MAX, step=2)
-    runs = [("gloo", RECORD_RANKS)]
-    if len(env.get("gpus") or []) >= 2:
-        runs.append(("nccl", len(env["gpus"])))
-    for backend, ranks in runs:
-        records = run_allreduce_bench(ranks, sizes, ("library", "ring"), backend, repeats=5 if quick else DEFAULT_REPEATS)
-        frame = pd.DataFrame([{
-            "nbytes": r["nbytes"], "world_size": r["world_size"], "nodes": 1,
-            "config": f"{backend} {'dist.all_reduce' if r['impl'] == 'library' else 'ring by hand (labkit.ring)'}",
-            "placement": "in-place", "count": r["count"], "dtype": r["dtype"], "time_us": r["seconds"] * 1e6,
-            "algbw_GBps": r["algbw_GBps"], "busbw_GBps": r["busbw_GBps"]} for r in records])
-        name = f"allreduce_{backend}_sweep"
-        write_dataset(folder, name, frame, measured_meta(
-            env, kind="allreduce_sweep", title=f"all_reduce on {ranks} local {backend} ranks", bandwidth_direction="unidirectional",
-            gpu_count=ranks if backend == "nccl" else 0,
-            interconnect="loopback TCP between processes (gloo)" if backend == "gloo" else None,
-            method=(f"labkit.collectives_bench.run_allreduce_bench: {ranks} ranks, {backend}, float32, in place; "
-                    f"median over {5 if quick else DEFAULT_REPEATS} repetitions of the slowest rank's time, "
-                    "after warm-up and a barrier; busbw = algbw x 2(n-1)/n"),
-            caveats=("busbw is nccl-tests' bus bandwidth (per-rank link traffic), not a spec figure"
-                     + ("; gloo on one machine: processes exchange data through the kernel's TCP loopback, "
-                        "so this measures memory copies and the CPU, not a network" if backend == "gloo" else ""))))
-        names.append(name)
-    return names

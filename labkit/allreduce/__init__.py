@@ -1,0 +1,10 @@
+"""All-reduce by hand (notebook 05): a ring simulated step by step, then written on torch.distributed and timed.
+
+- `simulation`: N ranks in numpy, every transfer recorded (the schedule of labkit.collectives);
+- `ring`: hand-written all-reduces on point-to-point messages — ring (textbook and pipelined), naive,
+  binomial tree, recursive doubling — and the library's, by name (`IMPLEMENTATIONS`);
+- `correctness`: each checked against `dist.all_reduce` inside the ranks;
+- `measure`: timed on local ranks (gloo, or NCCL on GPUs) with nccl-tests' algbw and busbw;
+- `views`: the stepper, bytes per rank, measured vs modelled, recorded sweeps, the cost calculator;
+- `bench_allreduce`: `labkit bench allreduce` and its part of `labkit record`.
+"""
