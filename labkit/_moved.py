@@ -29,7 +29,16 @@ MOVED: dict[str, tuple[str, ...]] = {
     "labkit.ring_sim": ("labkit.allreduce.simulation", "labkit.allreduce.views"),
     "labkit.ring_views": ("labkit.allreduce.views",),
     "labkit.collectives_bench": ("labkit.allreduce.measure", "labkit.allreduce.bench_allreduce"),
+    "labkit.hierarchical": ("labkit.hierarchy.hierarchical",),
+    "labkit.hierarchy_worker": ("labkit.hierarchy.worker",),
+    "labkit.ladder": ("labkit.hierarchy.ladder", "labkit.hierarchy.rungs"),
+    "labkit.cluster": ("labkit.hierarchy.cluster",),
+    "labkit.slowlink": ("labkit.hierarchy.slowlink",),
 }
+
+
+#: old module runnable with `python -m` → the module whose `main()` now runs (the notebooks' text names the old path).
+RUNNABLE = {"labkit.hierarchy_worker": "labkit.hierarchy.worker"}
 
 
 def _lookup(old: str, new: tuple[str, ...], name: str):
@@ -46,11 +55,20 @@ def forward(old: str, new: tuple[str, ...]):
     """A module-level `__getattr__` for `old` that finds names in the `new` modules, with a warning."""
 
     def __getattr__(name: str):
-        if name.startswith("__"):
+        # `from . import submodule` asks the package first: a submodule's name is not an old name (and looking it
+        # up in the new modules would import them, midway through importing one of them)
+        if name.startswith("__") or _is_submodule(old, name):
             raise AttributeError(name)
         return _lookup(old, new, name)
 
     return __getattr__
+
+
+def _is_submodule(package: str, name: str) -> bool:
+    mod = sys.modules.get(package)
+    if getattr(mod, "__path__", None) is None:  # a stand-in module, not a package
+        return False
+    return importlib.util.find_spec(f"{package}.{name}") is not None
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -66,6 +84,12 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         module.__getattr__ = forward(module.__name__, MOVED[module.__name__])
+
+    def get_code(self, fullname):
+        """What `python -m OLD` runs (runpy asks the loader for code): the new module's main()."""
+        if fullname not in RUNNABLE:
+            raise ImportError(f"{fullname} moved to {', '.join(MOVED[fullname])}; run that instead")
+        return compile(f"import sys\nfrom {RUNNABLE[fullname]} import main\nsys.exit(main())\n", fullname, "exec")
 
 
 def install() -> None:

@@ -26,7 +26,7 @@ BENCHES = {
     "overlap": "labkit.overlap.bench_overlap",
     "p2p": "labkit.p2p.bench_p2p",
     "allreduce": "labkit.allreduce.bench_allreduce",
-    "ladder": "labkit.hierarchy",
+    "ladder": "labkit.hierarchy.bench_ladder",
     "soak": "labkit.soak",
     "fidelity": "labkit.copies.bench_fidelity",
 }

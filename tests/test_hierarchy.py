@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from labkit import cluster, hierarchy, ladder, models, slowlink
-from labkit.hierarchical import Layout, SharedUplink
+from labkit import models
+from labkit.hierarchy import cluster, comparison, ladder, rungs, slowlink
+from labkit.hierarchy.hierarchical import Layout, SharedUplink
 from labkit.units import MiB
 
 
@@ -19,7 +20,7 @@ def check_layouts(rank, world_size, layouts, numels):
     import torch
     import torch.distributed as dist
 
-    from labkit import hierarchical as H
+    from labkit.hierarchy import hierarchical as H
 
     out = []
     for g in layouts:
@@ -113,8 +114,8 @@ def test_shared_uplink_paces_sends(tmp_path):
 def test_ladder_rungs_and_ratios():
     host = ladder.LevelSweep("host_memory", "measured here: x", (1024, 1 << 20, 64 << 20), (5.0, 40.0, 10.0), "measured")
     proc = ladder.LevelSweep("processes", "measured here: y", (1024, 32 << 20, 64 << 20), (0.01, 1.0, 1.0), "measured")
-    rungs = ladder.measured_rungs([host, proc], llc_bytes=32 << 20)
-    t = ladder.ladder_table(rungs + ladder.spec_rungs())
+    measured = rungs.measured_rungs([host, proc], llc_bytes=32 << 20)
+    t = rungs.ladder_table(measured + rungs.spec_rungs())
     mine = t[t["ladder"] == "measured here"].set_index("level")
     assert mine.loc["host_cache", "GBps"] == 40.0 and mine.loc["host_memory", "GBps"] == 10.0
     assert mine.loc["host_cache", "ratio_to_next"] == pytest.approx(4.0)
@@ -184,7 +185,7 @@ def test_compare_over_network_namespaces_cleans_up():
     if not ok:
         pytest.skip(f"network namespaces unavailable: {why}")
     before = set(slowlink.list_namespaces())
-    cmp = hierarchy.compare(4, 2, [1 * MiB], slow_link="netns", rate_GBps=0.01, repeats=3)
+    cmp = comparison.compare(4, 2, [1 * MiB], slow_link="netns", rate_GBps=0.01, repeats=3)
     assert set(slowlink.list_namespaces()) == before  # nothing left behind
     assert cmp.slow_link == "netns" and cmp.slow_link_text.startswith("real:")
     df, bt = _assert_comparison(cmp)
@@ -197,7 +198,7 @@ def test_compare_over_network_namespaces_cleans_up():
 
 @pytest.mark.slow
 def test_emulated_link_straggler_and_process_level_in_one_launch():
-    live = hierarchy.run_live(4, 2, compare_sizes=[256 * 1024], ladder_sizes=[4096, 1 << 20],
+    live = comparison.run_live(4, 2, compare_sizes=[256 * 1024], ladder_sizes=[4096, 1 << 20],
                               straggler_delay=(2, 0.3), slow_link="emulated", rate_GBps=0.005, repeats=3)
     cmp = live.comparison
     assert cmp.slow_link == "emulated" and cmp.slow_link_text.startswith("emulated:")

@@ -21,6 +21,11 @@ OLD_NAMES = [
     ("labkit.ring", "ring_allreduce_", "labkit.allreduce.ring"),
     ("labkit.ring_sim", "draw_ring_state", "labkit.allreduce.views"),
     ("labkit.collectives_bench", "run_allreduce_bench", "labkit.allreduce.measure"),
+    ("labkit.hierarchy", "run_live", "labkit.hierarchy.comparison"),
+    ("labkit.hierarchy", "torchrun_command", "labkit.hierarchy.torchrun"),
+    ("labkit.ladder", "spec_rungs", "labkit.hierarchy.rungs"),
+    ("labkit.cluster", "cliff", "labkit.hierarchy.cluster"),
+    ("labkit.hierarchy_worker", "sendrecv_rank", "labkit.hierarchy.worker"),
 ]
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from labkit import slowlink
+from labkit.hierarchy import slowlink
 
 
 @pytest.mark.notebook

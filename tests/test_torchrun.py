@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from labkit import hierarchy
-from labkit.cluster import slow_link_bytes
+from labkit.hierarchy import torchrun
+from labkit.hierarchy.cluster import slow_link_bytes
 
 
 def _labkit_workers() -> set[int]:
@@ -21,7 +21,7 @@ def _labkit_workers() -> set[int]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "labkit.hierarchy_worker" in cmd:
+        if "labkit.hierarchy.worker" in cmd or "labkit.hierarchy_worker" in cmd:
             out.add(int(d))
     return out
 
@@ -29,7 +29,7 @@ def _labkit_workers() -> set[int]:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_torchrun_agents_run_the_hierarchical_benchmark():
-    res = hierarchy.torchrun_local(nnodes=2, nproc_per_node=2, sizes="4KiB,64KiB", repeats=2, timeout_s=180)
+    res = torchrun.torchrun_local(nnodes=2, nproc_per_node=2, sizes="4KiB,64KiB", repeats=2, timeout_s=180)
     recs = res["records"]
     assert {r["impl"] for r in recs} == {"library", "flat_ring", "hierarchical"}
     for r in recs:
@@ -44,16 +44,27 @@ def test_two_torchrun_agents_run_the_hierarchical_benchmark():
 
 
 def test_torchrun_command_reads_like_the_docs():
-    cmd = hierarchy.torchrun_command(1, nnodes=4, nproc_per_node=8, endpoint="node0:29500", sizes="64MiB")
+    cmd = torchrun.torchrun_command(1, nnodes=4, nproc_per_node=8, endpoint="node0:29500", sizes="64MiB")
     text = " ".join(cmd)
     assert "--nnodes 4 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node0:29500" in text
-    assert "--node-rank 1 -m labkit.hierarchy_worker --sizes 64MiB" in text
+    assert "--node-rank 1 -m labkit.hierarchy.worker --sizes 64MiB" in text
 
 
 def test_worker_outside_torchrun_says_how_to_start_it(monkeypatch):
-    from labkit import hierarchy_worker
+    from labkit.hierarchy import worker
 
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)
     with pytest.raises(SystemExit, match="torchrun"):
-        hierarchy_worker.main(["--sizes", "4KiB"])
+        worker.main(["--sizes", "4KiB"])
+
+
+def test_the_old_module_path_of_the_worker_still_runs():
+    """Notebook 06's text names `python -m labkit.hierarchy_worker`: it runs the moved worker's main()."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
+    r = subprocess.run([sys.executable, "-m", "labkit.hierarchy_worker", "--sizes", "4KiB"], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode != 0 and "start this module with torchrun" in r.stderr, r.stderr[-2000:]

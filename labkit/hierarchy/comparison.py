@@ -1,11 +1,10 @@
-"""The hierarchy cliff (notebook 6): the bandwidth ladder, and hierarchical vs flat all-reduce over a slow link.
+"""Hierarchical vs flat all-reduce over a slow link between groups of processes, and the straggler, measured here.
 
-- `labkit bench ladder` / `labkit record` (experiment "ladder"): every level this machine has,
-  same sizes, same timing, GB/s one way (machinery in `labkit.ladder`).
-- `compare(...)`: the hand-written hierarchical all-reduce (`labkit.hierarchical`) against a
-  flat ring and gloo's own all_reduce, on real processes (`labkit.launch`) whose groups are
+- `compare(...)` / `run_live(...)`: the hand-written hierarchical all-reduce (labkit.hierarchy.hierarchical)
+  against a flat ring and gloo's own all_reduce, on real processes (labkit.launch) whose groups are
   joined by a genuinely slower link — network namespaces shaped with tc when running as root
-  (`labkit.slowlink`), otherwise an emulated token-bucket uplink, labelled as such.
+  (labkit.hierarchy.slowlink), otherwise an emulated token-bucket uplink, labelled as such.
+- `compare_model`: the same runs predicted by labkit.hierarchy.cluster.
 - `straggler(...)`: one rank arrives late, and every rank waits for it.
 """
 
@@ -17,9 +16,13 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from . import ladder
-from .launch import descendants
-from .units import MiB, format_bytes, parse_sizes
+from .. import plots
+from ..launch import launch
+from ..units import MiB, format_bytes
+from . import ladder, slowlink
+from .cluster import ClusterLinks, flat_time, hierarchical_time, slow_link_bytes
+from .hierarchical import Layout, SharedUplink
+from .worker import run_tasks, straggler_rank
 
 #: Default rate of the slow link between groups: 0.025 GB/s (200 Mb/s) per direction. gloo over
 #: this machine's loopback moves ~1 GB/s, so the link between groups is ~40× slower than inside
@@ -33,105 +36,14 @@ SLOW_LINK_KINDS = ("auto", "netns", "emulated", "none")
 
 
 # --------------------------------------------------------------------------- CLI: labkit bench ladder
-def bench_arguments(p, name: str) -> None:
-    p.add_argument("--sizes", help="comma-separated (default: powers of four, 64 B .. 256 MiB; --quick: 256 B .. 64 MiB)")
-    p.add_argument("--levels", default="gpu,host,processes",
-                   help="which levels to measure: gpu (only with CUDA), host, processes (comma-separated)")
-    p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds for the process level's launch")
-
-
-def measure(sizes: Sequence[int], levels: Sequence[str] = ("gpu", "host", "processes"), repeats: int = 10,
-            timeout_s: float = 120.0) -> list[ladder.LevelSweep]:
-    """Measure the requested levels on this machine (GPU levels only where CUDA exists)."""
-    unknown = set(levels) - {"gpu", "host", "processes"}
-    if unknown:
-        raise ValueError(f"unknown ladder level(s) {sorted(unknown)}; choose from gpu, host, processes")
-    out = []
-    if "gpu" in levels:
-        out += ladder.measure_gpu(sizes, repeats)
-    if "host" in levels:
-        out.append(ladder.measure_host(sizes, repeats))
-    if "processes" in levels:
-        out.append(ladder.measure_processes(sizes, repeats, timeout_s))
-    return out
-
-
-def bench(args, name: str):
-    sizes = parse_sizes(args.sizes) if args.sizes else (ladder.QUICK_SIZES if args.quick else ladder.FULL_SIZES)
-    levels = [x.strip() for x in args.levels.split(",") if x.strip()]
-    for s in measure(sizes, levels, args.repeats, args.timeout):
-        for n, bw in zip(s.nbytes, s.bandwidth_GBps):
-            yield {"experiment": "ladder", "level": s.level, "nbytes": n, "size": format_bytes(n),
-                   "seconds": n / (bw * 1e9), "bandwidth_GBps": bw, "bandwidth_direction": "unidirectional",
-                   "label": s.label, "method": s.method}
 
 
 # --------------------------------------------------------------------------- labkit record
-def record(folder, quick: bool, env: dict) -> list[str]:
-    """Write this machine's ladder: host memory and processes always, GPU levels where CUDA exists."""
-    import pandas as pd
-
-    from .provenance import measured_meta
-    from .reference import write_dataset
-
-    sizes = ladder.QUICK_SIZES if quick else ladder.FULL_SIZES
-    names = []
-    for s in measure(sizes, ("gpu", "host")):
-        direction = {"gpu_memory": "d2d", "host_gpu": "h2d", "host_memory": "host"}.get(s.level)
-        if direction is None:  # GPU0→GPU1 has no copy_sweep direction; notebook 4 records peers
-            continue
-        memory = {"d2d": "device", "h2d": "pinned", "host": "host"}[direction]
-        frame = pd.DataFrame({"direction": direction, "memory": memory, "nbytes": list(s.nbytes),
-                              "bandwidth_GBps": list(s.bandwidth_GBps),
-                              "time_s": [n / (bw * 1e9) for n, bw in zip(s.nbytes, s.bandwidth_GBps)]})
-        name = f"ladder_{s.level}"
-        title = {"host_memory": "ladder: host memory copy (caches, then DRAM)"}.get(s.level, f"ladder: {ladder.LEVEL_NAMES[s.level]}")
-        write_dataset(folder, name, frame, measured_meta(
-            env, kind="copy_sweep", title=title, method=s.method,
-            bandwidth_direction="unidirectional", caveats="one-way copy rate, bytes counted once"))
-        names.append(name)
-    proc = ladder.measure_processes(sizes)
-    frame = pd.DataFrame({"quantity": [f"gloo sendrecv busbw, 2 processes, {format_bytes(n)}" for n in proc.nbytes],
-                          "value": list(proc.bandwidth_GBps), "unit": "GB/s", "bandwidth_direction": "unidirectional",
-                          "nbytes": list(proc.nbytes)})
-    write_dataset(folder, "ladder_processes", frame, measured_meta(
-        env, kind="point", title="ladder: between processes (gloo sendrecv, 2 ranks)", method=proc.method,
-        bandwidth_direction="unidirectional", interconnect="loopback (one host)",
-        caveats="a sweep stored as points (one row per size, column nbytes): no sweep kind fits a sendrecv"))
-    names.append("ladder_processes")
-    return names
-
-
-def profile_curves(reference) -> list[ladder.LevelSweep]:
-    """Ladder curves a `labkit record` profile folder holds (shown as recorded on that machine)."""
-    from .reference import list_datasets, load, profile_path
-
-    reference = profile_path(reference) if reference is not None else None
-    if reference is None:
-        return []
-    out = []
-    for name in list_datasets(reference):
-        if not name.startswith("ladder_"):
-            continue
-        ds = load(name, reference)
-        f = ds.frame
-        col = "bandwidth_GBps" if "bandwidth_GBps" in f else "value"
-        level = name[len("ladder_"):]
-        if level not in ladder.LEVELS:
-            continue
-        out.append(ladder.LevelSweep(level, f"recorded: {ds.meta['title']} — {ds.meta['source']}",
-                                     tuple(int(x) for x in f["nbytes"]), tuple(float(x) for x in f[col]),
-                                     "recorded", ds.meta["method"], name))
-    return out
 
 
 # --------------------------------------------------------------------------- hierarchical vs flat
 def choose_slow_link(kind: str = "auto") -> tuple[str, str]:
     """'netns' where this machine can build namespaces (root, ip, tc), else 'emulated'; with the reason."""
-    from . import slowlink
-
     if kind not in SLOW_LINK_KINDS:
         raise ValueError(f"slow_link must be one of {SLOW_LINK_KINDS}, got {kind!r}")
     ok, why = slowlink.available()
@@ -173,8 +85,6 @@ class Comparison:
         """Bytes over the slow link per algorithm and size: computed, counted by the Link, seen on the wire."""
         import pandas as pd
 
-        from .cluster import slow_link_bytes
-
         rows = []
         for r in self.records:
             if r["impl"] == "library":
@@ -198,13 +108,9 @@ class Comparison:
         return float(t["flat_ring"] / t["hierarchical"])
 
 
-
 @contextlib.contextmanager
 def _slow_link(kind: str, why: str, groups: int, rate_GBps: float):
     """Build the slow link between groups; yield (the `slow` dict for the ranks, a description)."""
-    from . import slowlink
-    from .hierarchical import SharedUplink
-
     if kind == "netns":
         slowlink.remove_stale()
         with slowlink.NetnsCluster(groups, rate_GBps) as cl:
@@ -252,10 +158,6 @@ def run_live(world_size: int = 4, group_size: int = 2, *, compare_sizes: Sequenc
     """
     import pandas as pd
 
-    from .hierarchical import Layout
-    from .hierarchy_worker import run_tasks
-    from .launch import launch
-
     layout = Layout(world_size, group_size)
     kind, why = choose_slow_link(slow_link)
     if kind != "none" and layout.groups < 2:
@@ -285,10 +187,8 @@ def run_live(world_size: int = 4, group_size: int = 2, *, compare_sizes: Sequenc
 
 
 def compare_model(cmp: Comparison, intra_GBps: float, intra_latency_s: float = 0.0, inter_latency_s: float = 0.0):
-    """model: the same runs predicted by labkit.cluster (one uplink per group: nics_per_node = 1)."""
+    """model: the same runs predicted by labkit.hierarchy.cluster (one uplink per group: nics_per_node = 1)."""
     import pandas as pd
-
-    from .cluster import ClusterLinks, flat_time, hierarchical_time
 
     links = ClusterLinks(cmp.group_size, intra_GBps, cmp.rate_GBps, 1, intra_latency_s, inter_latency_s,
                          name="this experiment", source="measured gloo rate inside a group; slow-link rate as set")
@@ -300,8 +200,6 @@ def compare_model(cmp: Comparison, intra_GBps: float, intra_latency_s: float = 0
 def plot_compare(cmp: Comparison, model=None):
     """Measured time per algorithm and size (bars), with the model's prediction where given."""
     import numpy as np
-
-    from . import plots
 
     df = cmp.to_frame()
     sizes = sorted(df["nbytes"].unique())
@@ -318,7 +216,7 @@ def plot_compare(cmp: Comparison, model=None):
     if model is not None:
         for j, col in ((1, "flat_ring_s"), (2, "hierarchical_s")):
             ax.plot(np.arange(len(sizes)) + (j - 1) * w, model[col] * 1e3, "k_", ms=18, mew=2,
-                    label="model: labkit.cluster" if j == 1 else None)
+                    label="model: labkit.hierarchy.cluster" if j == 1 else None)
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([format_bytes(n) for n in sizes])
     plots.finish(ax, f"All-reduce over {cmp.world_size} processes in {cmp.groups} groups of {cmp.group_size}",
@@ -333,9 +231,6 @@ def straggler(world_size: int = 4, delay_rank: int = 1, delay_s: float = 0.2, nb
     """Every rank's time from a common barrier to the end of one all_reduce, while one rank sleeps first."""
     import pandas as pd
 
-    from .hierarchy_worker import straggler_rank
-    from .launch import launch
-
     if not 0 <= delay_rank < world_size:
         raise ValueError(f"delay_rank must be in 0..{world_size - 1}, got {delay_rank}")
     rows = launch(straggler_rank, world_size, "gloo", timeout_s=timeout_s,
@@ -344,8 +239,6 @@ def straggler(world_size: int = 4, delay_rank: int = 1, delay_s: float = 0.2, nb
 
 
 def plot_straggler(df, delay_s: float):
-    from . import plots
-
     fig, ax = plots.figure(width=7, height=3.8)
     colors = ["C3" if d else "C0" for d in df["delayed"]]
     ax.bar(df["rank"] - 0.2, df["total_s"] * 1e3, 0.4, color=colors, label="measured here: barrier → end of all_reduce")
@@ -359,96 +252,5 @@ def plot_straggler(df, delay_s: float):
 
 
 # --------------------------------------------------------------------------- across machines: torchrun
-#: Seconds an agent gets to stop its workers after SIGTERM before everything left is killed.
-TORCHRUN_GRACE_S = 5.0
 
 
-def torchrun_command(node_rank: int, *, nnodes: int = 2, nproc_per_node: int = 2, endpoint: str = "HOST:29500",
-                     rdzv_id: str = "labkit-hierarchy", sizes: str = "1MiB", repeats: int = 3,
-                     out: str | None = None, python: str = "python") -> list[str]:
-    """The command one node runs: a torchrun agent (c10d rendezvous) starting the hierarchy worker."""
-    cmd = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node),
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id, "--node-rank", str(node_rank),
-           "-m", "labkit.hierarchy_worker", "--sizes", sizes, "--repeats", str(repeats), "--json"]
-    return cmd + (["--out", out] if out else [])
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(procs) -> None:
-    """SIGTERM the agents (they stop their workers), then SIGKILL whatever of the tree is left."""
-    import os
-    import signal
-    import time
-
-    tree = {p.pid: descendants(p.pid) for p in procs}  # torchrun starts workers in sessions of their own
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    end = time.monotonic() + TORCHRUN_GRACE_S
-    for p in procs:
-        try:
-            p.wait(max(0.0, end - time.monotonic()))
-        except Exception:
-            pass
-    for p in procs:
-        for pid in {p.pid} | tree[p.pid] | descendants(p.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        p.wait()
-
-
-def torchrun_local(nnodes: int = 2, nproc_per_node: int = 2, sizes: str = "1MiB", repeats: int = 3,
-                   timeout_s: float = 180.0) -> dict:
-    """Start `nnodes` torchrun agents on 127.0.0.1, each standing for one machine; return rank 0's records.
-
-    Exactly what runs on a real cluster, except that every "node" is this host: one agent per
-    node, c10d rendezvous at one endpoint, LOCAL_WORLD_SIZE processes per agent. Bounded by
-    `timeout_s`; every agent and worker is stopped before this returns, whatever happened.
-    """
-    import json
-    import subprocess
-    import sys
-    import time
-
-    with tempfile.TemporaryDirectory(prefix="labkit-torchrun-") as d:
-        out = str(Path(d) / "records.json")
-        endpoint = f"127.0.0.1:{_free_port()}"
-        logs, procs = [], []
-        try:
-            for node in range(nnodes):
-                log = open(Path(d) / f"agent{node}.log", "w+")
-                logs.append(log)
-                cmd = torchrun_command(node, nnodes=nnodes, nproc_per_node=nproc_per_node, endpoint=endpoint,
-                                       rdzv_id=f"labkit-{Path(d).name}", sizes=sizes, repeats=repeats,
-                                       out=out if node == 0 else None, python=sys.executable)
-                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-            deadline = time.monotonic() + timeout_s
-            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            timed_out = any(p.poll() is None for p in procs)
-        finally:
-            _stop(procs)
-        codes = [p.returncode for p in procs]
-        tails = []
-        for i, log in enumerate(logs):
-            log.seek(0)
-            tails.append(f"--- agent {i} ---\n" + "".join(log.readlines()[-15:]))
-            log.close()
-        if timed_out:
-            raise TimeoutError(f"torchrun did not finish within {timeout_s:g} s; agents stopped.\n" + "\n".join(tails))
-        if any(codes) or not Path(out).exists():
-            raise RuntimeError(f"torchrun agents exited with {codes}\n" + "\n".join(tails))
-        with open(out) as f:
-            records = json.load(f)
-    return {"endpoint": endpoint, "nnodes": nnodes, "nproc_per_node": nproc_per_node, "records": records,
-            "command_node0": " ".join(torchrun_command(0, nnodes=nnodes, nproc_per_node=nproc_per_node,
-                                                        endpoint=endpoint, sizes=sizes, repeats=repeats))}

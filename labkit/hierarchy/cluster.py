@@ -18,8 +18,10 @@ import dataclasses
 import math
 from typing import Sequence
 
-from . import models
-from .collectives import busbw
+from .. import models, plots
+from ..collectives import busbw
+from ..reference import DatasetError, load, short_source
+from ..units import format_bytes, format_time
 
 #: Per-message latency inside a node assumed by the model: 3 µs. p2pBandwidthLatencyTest
 #: measures 2.3-3.4 µs GPU-to-GPU over NVSwitch on 8x H100/A100 (shared/reference-sources INDEX §5).
@@ -233,8 +235,6 @@ PUBLISHED = (
 
 def published_points(pub: Published):
     """busbw at one size for every (nodes, config) of a recorded sweep, as a DataFrame (+ the dataset)."""
-    from .reference import load
-
     ds = load(pub.dataset)
     f = ds.frame
     for col, val in pub.where.items():
@@ -245,9 +245,6 @@ def published_points(pub: Published):
 
 def plot_published(presets=("H100 NDR", "GH200 Slingshot", "p4d EFA", "A100 RoCE"), max_nodes: int = 16):
     """For each cluster: published busbw vs nodes beside the flat and hierarchical models at the same size."""
-    from . import plots
-    from .reference import DatasetError, short_source
-
     fig, axes = plots.figure(2, 2, width=6.2, height=4.2)
     shown, missing = [], []
     for ax, name in zip(axes, presets):
@@ -275,7 +272,7 @@ def plot_published(presets=("H100 NDR", "GH200 Slingshot", "p4d EFA", "A100 RoCE
         ax.set_yscale("log")
         _plain_ticks(ax)
         plots.finish(ax, f"{links.name}", "nodes (count)", "busbw per GPU (GB/s)",
-                     source="model: labkit.cluster from spec figures; recorded: nccl-tests")
+                     source="model: labkit.hierarchy.cluster from spec figures; recorded: nccl-tests")
         ax.legend(fontsize=5.5, loc="lower left")
     fig.suptitle("Leaving the node: published all-reduce busbw against the flat and hierarchical models", fontsize=11)
     fig.tight_layout()
@@ -302,16 +299,11 @@ def scaling_view(gpus_per_node: int, max_nodes: int, intra_GBps: float, nic_GBps
 
 
 def _fmt_bytes(n) -> str:
-    from .units import format_bytes
-
     return format_bytes(n)
 
 
 def plot_scaling(links: ClusterLinks, nbytes: float, max_nodes: int = 64):
     """model: flat vs hierarchical all-reduce time against GPU count, with the cliff where the node ends."""
-    from . import plots
-    from .units import format_bytes, format_time
-
     nodes = [1]
     while nodes[-1] * 2 <= max_nodes:
         nodes.append(nodes[-1] * 2)
@@ -326,7 +318,7 @@ def plot_scaling(links: ClusterLinks, nbytes: float, max_nodes: int = 64):
     _plain_ticks(ax)
     c = cliff(nbytes, links) if len(nodes) > 1 else None
     plots.finish(ax, f"All-reduce of {format_bytes(nbytes)}: {links.describe()}", "GPUs (count)",
-                 "time per all-reduce (ms)", source="model: labkit.cluster (per-direction bandwidths)")
+                 "time per all-reduce (ms)", source="model: labkit.hierarchy.cluster (per-direction bandwidths)")
     out = {"nbytes": nbytes, "one_node_s": float(df["flat_s"].iloc[0]),
            "flat_s_max": float(df["flat_s"].iloc[-1]), "hierarchical_s_max": float(df["hierarchical_s"].iloc[-1])}
     if c:

@@ -3,7 +3,7 @@
 Across machines (c10d rendezvous; each node runs one agent with one process per GPU):
 
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
-             -m labkit.hierarchy_worker --sizes 64MiB,1GiB --json
+             -m labkit.hierarchy.worker --sizes 64MiB,1GiB --json
 
 Ranks are grouped node by node: the group size is LOCAL_WORLD_SIZE (GPUs per node), so the
 hierarchical algorithm's middle phase is exactly the traffic between machines. Rank 0 prints one
@@ -20,9 +20,12 @@ import statistics
 import sys
 import time
 
+from ..collectives import algbw, busbw
+from ..timing import MIN_SAMPLE_S, time_host
+from ..units import parse_sizes
 from . import hierarchical as H
-from .collectives import algbw, busbw
-from .timing import time_host
+from . import slowlink
+from .slowlink import iface_counters
 
 #: Warm-up collectives before timing (the first call sets up connections and buffers).
 WARMUP = 1
@@ -48,8 +51,6 @@ def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> Non
     """
     import torch.distributed as dist
 
-    from . import slowlink
-
     timeout = _dt.timedelta(seconds=timeout_s)
     store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timeout, wait_for_workers=False) if rank == 0 else None
     port = [store.port if store else None]
@@ -69,8 +70,6 @@ def _wire_bytes(slow: dict, rank: int) -> int | None:
     """tx bytes of this group's uplink (read by local rank 0 of each group), or None."""
     if slow.get("kind") != "netns" or rank % slow["group_size"]:
         return None
-    from .slowlink import iface_counters
-
     return iface_counters(slow["iface"])["tx_bytes"]
 
 
@@ -185,8 +184,6 @@ def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks
     import torch
     import torch.distributed as dist
 
-    from .timing import MIN_SAMPLE_S
-
     group = None
     if ranks is not None:
         ranks = sorted(ranks)
@@ -252,8 +249,8 @@ def run_tasks(rank: int, world_size: int, tasks) -> list:
 # --------------------------------------------------------------------------- torchrun entry point
 def _env_int(name: str) -> int:
     if name not in os.environ:
-        raise SystemExit(f"labkit.hierarchy_worker: {name} is not set — start this module with torchrun "
-                         "(python -m torch.distributed.run ... -m labkit.hierarchy_worker)")
+        raise SystemExit(f"labkit.hierarchy.worker: {name} is not set — start this module with torchrun "
+                         "(python -m torch.distributed.run ... -m labkit.hierarchy.worker)")
     return int(os.environ[name])
 
 
@@ -261,9 +258,7 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .units import parse_sizes
-
-    p = argparse.ArgumentParser(prog="python -m labkit.hierarchy_worker",
+    p = argparse.ArgumentParser(prog="python -m labkit.hierarchy.worker",
                                 description="hierarchical vs flat ring all-reduce, one rank (run under torchrun)")
     p.add_argument("--sizes", default="1MiB", help="comma-separated, e.g. 4MiB,64MiB")
     p.add_argument("--repeats", type=int, default=5)

@@ -16,9 +16,13 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
-from . import timing
-from .copies.sweeps import gpu_copy_sweep, host_copy_sweep
-from .units import GB, PINNED_CAP_BYTES, MiB, format_bytes, pow2_sizes
+from .. import plots, timing
+from ..copies.sweeps import gpu_copy_sweep, host_copy_sweep
+from ..launch import launch
+from ..reference import DatasetError, list_datasets, load, profile_path, short_source
+from ..system import cpu_model
+from ..units import PINNED_CAP_BYTES, MiB, pow2_sizes
+from .worker import sendrecv_rank
 
 LEVELS = ("gpu_memory", "gpu_gpu", "host_gpu", "host_cache", "host_memory", "processes", "network")
 LEVEL_NAMES = {"gpu_memory": "GPU memory (HBM copy)", "gpu_gpu": "GPU↔GPU", "host_gpu": "host↔GPU (PCIe)",
@@ -82,8 +86,6 @@ def last_level_cache_bytes() -> int | None:
 
 def measure_host(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> LevelSweep:
     """Host memory: numpy copies between two buffers of each size (labkit.copies.sweeps.host_copy_sweep)."""
-    from .system import cpu_model
-
     s = host_copy_sweep(sizes, repeats=repeats)
     return _from_transfer(s, "host_memory", f"measured here: host memory copy ({cpu_model()})",
                           "labkit.copies.sweeps.host_copy_sweep (numpy.copyto, host timer, median)")
@@ -91,9 +93,6 @@ def measure_host(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) ->
 
 def measure_processes(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS, timeout_s: float = 120.0) -> LevelSweep:
     """Between processes: gloo sendrecv between 2 ranks over loopback, through labkit.launch."""
-    from .hierarchy_worker import sendrecv_rank
-    from .launch import launch
-
     rows = launch(sendrecv_rank, 2, "gloo", timeout_s=timeout_s, kwargs=dict(sizes=list(sizes), repeats=repeats))[0]
     return LevelSweep("processes", "measured here: 2 processes, gloo send/recv over loopback",
                       tuple(r["nbytes"] for r in rows), tuple(r["busbw_GBps"] for r in rows), "measured", PROCESS_METHOD)
@@ -136,6 +135,43 @@ def peer_copy_sweep(sizes: Sequence[int], src: int = 0, dst: int = 1, repeats: i
                       tuple(sizes), tuple(bws), "measured", "copy_ (non_blocking) between CUDA events on the source's stream")
 
 
+def measure(sizes: Sequence[int], levels: Sequence[str] = ("gpu", "host", "processes"), repeats: int = 10,
+            timeout_s: float = 120.0) -> list[LevelSweep]:
+    """Measure the requested levels on this machine (GPU levels only where CUDA exists)."""
+    unknown = set(levels) - {"gpu", "host", "processes"}
+    if unknown:
+        raise ValueError(f"unknown ladder level(s) {sorted(unknown)}; choose from gpu, host, processes")
+    out = []
+    if "gpu" in levels:
+        out += measure_gpu(sizes, repeats)
+    if "host" in levels:
+        out.append(measure_host(sizes, repeats))
+    if "processes" in levels:
+        out.append(measure_processes(sizes, repeats, timeout_s))
+    return out
+
+
+def profile_curves(reference) -> list[LevelSweep]:
+    """Ladder curves a `labkit record` profile folder holds (shown as recorded on that machine)."""
+    reference = profile_path(reference) if reference is not None else None
+    if reference is None:
+        return []
+    out = []
+    for name in list_datasets(reference):
+        if not name.startswith("ladder_"):
+            continue
+        ds = load(name, reference)
+        f = ds.frame
+        col = "bandwidth_GBps" if "bandwidth_GBps" in f else "value"
+        level = name[len("ladder_"):]
+        if level not in LEVELS:
+            continue
+        out.append(LevelSweep(level, f"recorded: {ds.meta['title']} — {ds.meta['source']}",
+                                     tuple(int(x) for x in f["nbytes"]), tuple(float(x) for x in f[col]),
+                                     "recorded", ds.meta["method"], name))
+    return out
+
+
 # --------------------------------------------------------------------------- recorded elsewhere
 @dataclasses.dataclass(frozen=True)
 class RecordedCurve:
@@ -165,8 +201,6 @@ RECORDED_CURVES = (
 
 def recorded_curves(curves=RECORDED_CURVES) -> tuple[list[LevelSweep], list[str]]:
     """The recorded curves that exist in this install; and a note for each one that does not."""
-    from .reference import DatasetError, load, short_source
-
     out, missing = [], []
     for c in curves:
         try:
@@ -189,113 +223,11 @@ def recorded_curves(curves=RECORDED_CURVES) -> tuple[list[LevelSweep], list[str]
 
 
 # --------------------------------------------------------------------------- one number per level
-@dataclasses.dataclass(frozen=True)
-class Rung:
-    """One level of one ladder: a one-way data rate and its origin."""
-
-    ladder: str  # "measured here", "recorded (H100-class)", "spec (H100 SXM node)"
-    level: str
-    GBps: float
-    how: str  # measured / recorded / spec
-    source: str
-    dataset: str | None = None  # the reference dataset it was read from
-
-
-#: A recorded H100/H200-class ladder: (level, dataset, filters, column, factor, reducer, note).
-RECORDED_RUNGS = (
-    ("gpu_gpu", "p2p_uni_writes_8xh100_nvswitch_mlengineering", {"matrix": "bandwidth_uni", "p2p": "enabled"},
-     "bandwidth_GBps", 1.0, "offdiag_median", "8×H100 p2pBandwidthLatencyTest, unidirectional, median pair"),
-    ("host_gpu", "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points", {"quantity": "nvbandwidth host-to-device, per GPU (each H200 on its own PCIe 5 x16 link)"},
-     "value", 1.0, "first", "H200 nvbandwidth H2D, PCIe Gen5 x16"),
-    ("network", "nccl_expected_ndr_nic_and_h100_node_issue290_points", {"unit": "GB/s"}, "value", 1.0, "ndr_low_high",
-     "NCCL per InfiniBand NDR NIC (maintainer's expected 46-48, midpoint)"),
-)
-
-
-def recorded_rungs() -> tuple[list[Rung], list[str]]:
-    from .reference import DatasetError, load, short_source
-
-    out, missing = [], []
-    for level, name, where, column, factor, how, note in RECORDED_RUNGS:
-        try:
-            ds = load(name)
-        except DatasetError as e:
-            missing.append(f"{name}: {e}")
-            continue
-        f = ds.frame
-        for col, val in where.items():
-            f = f[f[col] == val]
-        if how == "offdiag_median":
-            f = f[f["src"] != f["dst"]]
-            values = list(f[column])
-            v = statistics.median(values) if values else None
-        elif how == "ndr_low_high":
-            f = f[f["quantity"].str.contains("NDR")]
-            v = statistics.mean(f[column]) if len(f) else None
-        else:
-            v = float(f[column].iloc[0]) if len(f) else None
-        if v is None:
-            missing.append(f"{name}: no rows match {where}")
-            continue
-        out.append(Rung("recorded (H100/H200 class)", level, float(v) * factor, "recorded",
-                        f"{note} — {short_source(ds.meta['source'])}", ds.name))
-    return out, missing
-
-
-def spec_rungs() -> list[Rung]:
-    """An H100 SXM node from labkit.models.SPECS, every figure as a one-way rate."""
-    from .models import spec
-
-    hbm, nvl, pcie, ndr = spec("HBM3 (H100"), spec("NVLink 4"), spec("PCIe Gen5 x16"), spec("NDR")
-    return [
-        Rung("spec (H100 SXM node)", "gpu_memory", hbm.bandwidth_GBps / 2, "spec",
-             f"{hbm.name} {hbm.bandwidth_GBps:g} GB/s reads+writes ÷2 = copy rate"),
-        Rung("spec (H100 SXM node)", "gpu_gpu", nvl.per_direction_GBps(), "spec",
-             f"{nvl.name} {nvl.bandwidth_GBps:g} GB/s bidirectional ÷2 = per direction"),
-        Rung("spec (H100 SXM node)", "host_gpu", pcie.per_direction_GBps(), "spec", f"{pcie.name} per direction"),
-        Rung("spec (H100 SXM node)", "network", ndr.per_direction_GBps(), "spec", f"{ndr.name} per direction, per NIC"),
-    ]
-
-
-def measured_rungs(sweeps: Sequence[LevelSweep], llc_bytes: int | None = None) -> list[Rung]:
-    """This machine's rungs: caches = best host-copy rate; DRAM = the largest sizes; others = plateau."""
-    out = []
-    for s in sweeps:
-        if s.how != "measured":
-            continue
-        if s.level == "host_memory":
-            fits = [bw for n, bw in zip(s.nbytes, s.bandwidth_GBps) if llc_bytes is None or 2 * n <= llc_bytes]
-            out.append(Rung("measured here", "host_cache", max(fits or s.bandwidth_GBps), "measured",
-                            f"{s.label} — best rate, buffers in cache"))
-            big = [bw for n, bw in zip(s.nbytes, s.bandwidth_GBps) if llc_bytes is not None and 2 * n > llc_bytes]
-            if big:
-                out.append(Rung("measured here", "host_memory", statistics.median(big), "measured",
-                                f"{s.label} — buffers beyond the {format_bytes(llc_bytes)} last-level cache"))
-        else:
-            out.append(Rung("measured here", s.level, s.plateau_GBps, "measured", f"{s.label} — plateau"))
-    return out
-
-
-def ladder_table(rungs: Sequence[Rung]):
-    """One row per rung, fastest first within each ladder, with the ratio to the next rung down."""
-    import pandas as pd
-
-    rows = []
-    for name in dict.fromkeys(r.ladder for r in rungs):
-        mine = sorted((r for r in rungs if r.ladder == name), key=lambda r: LEVELS.index(r.level))
-        for i, r in enumerate(mine):
-            nxt = mine[i + 1] if i + 1 < len(mine) else None
-            rows.append({"ladder": name, "level": r.level, "level_name": LEVEL_NAMES[r.level], "GBps": r.GBps,
-                         "how": r.how, "next_level": nxt.level if nxt else None,
-                         "ratio_to_next": r.GBps / nxt.GBps if nxt else None, "source": r.source})
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- plots
 def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth ladder: one-way data rate against size"):
     """All level curves on one log-log chart (measured here: solid; recorded: thin, open markers)."""
-    from . import plots
-
     fig, ax = plots.figure(width=9.5, height=5.5)
     colours = {lv: f"C{i}" for i, lv in enumerate(LEVELS)}
     for s in sweeps:
@@ -310,28 +242,3 @@ def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth lad
     return fig
 
 
-def plot_rungs(table, *, title: str = "The ladder, one number per level, and the ratio at each boundary"):
-    """Rungs as steps (log scale), one line per ladder, each boundary annotated with its ratio."""
-    from . import plots
-
-    fig, ax = plots.figure(width=9.5, height=5.0)
-    markers = {"measured": "o", "recorded": "s", "spec": "D"}
-    for i, name in enumerate(dict.fromkeys(table["ladder"])):
-        t = table[table["ladder"] == name]
-        x = [LEVELS.index(lv) for lv in t["level"]]
-        how = t["how"].iloc[0]
-        label = name if name.startswith(("measured", "recorded", "spec")) else f"{how}: {name}"
-        ax.plot(x, t["GBps"], marker=markers.get(how, "o"), ls=":" if how == "spec" else "-", lw=1.5,
-                color=f"C{i}", label=label)
-        for xi, (_, row) in zip(x, t.iterrows()):
-            if row["ratio_to_next"] is not None and row["ratio_to_next"] == row["ratio_to_next"]:
-                xn = LEVELS.index(row["next_level"])
-                ym = (row["GBps"] * row["GBps"] / row["ratio_to_next"]) ** 0.5
-                ax.annotate(f"×{row['ratio_to_next']:.3g}", ((xi + xn) / 2, ym), xytext=(4, 10 * i - 10),
-                            textcoords="offset points", fontsize=7, color=f"C{i}", ha="left", va="center")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(LEVELS)))
-    ax.set_xticklabels([LEVEL_NAMES[lv].replace(" (", "\n(").replace(": ", ":\n") for lv in LEVELS], fontsize=7)
-    plots.finish(ax, title, "level, fastest to slowest (ordered categories)", "one-way data rate (GB/s)",
-                 source="ratio = this level ÷ the next one down its own ladder; spec figures converted to one direction")
-    return fig
