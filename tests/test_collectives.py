@@ -228,3 +228,79 @@ def test_summation_tolerance():
     assert summation_tolerance(1.0, 4) == 6 * 2.0**-24
     with pytest.raises(ValueError, match="dtype"):
         summation_tolerance(1.0, 4, "int8")
+
+
+# --------------------------------------------------------------------------- one timing loop, one tolerance
+def test_time_collectives_barriers_before_every_sample_and_interleaves():
+    from labkit.collectives import slowest_rank, time_collectives
+
+    log, now = [], [0.0]
+
+    def clock():
+        return now[0]
+
+    def make(name, seconds):
+        def call():
+            log.append(("call", name))
+            now[0] += seconds
+        return call
+
+    out = time_collectives({"ring": make("ring", 2.0), "library": make("library", 1.0)}, repeats=2, warmup=1,
+                           barrier=lambda: log.append(("barrier",)), prepare=lambda n: log.append(("prepare", n)),
+                           before=lambda rep, n: log.append(("before", rep, n)), inner=2, clock=clock)
+    assert out == {"ring": [2.0, 2.0], "library": [1.0, 1.0]}  # seconds per call: elapsed / inner
+    timed = log[4:]  # after the warm-up (prepare + call, each collective once)
+    assert log[:4] == [("prepare", "ring"), ("call", "ring"), ("prepare", "library"), ("call", "library")]
+    assert timed[:5] == [("prepare", "ring"), ("barrier",), ("before", 0, "ring"), ("call", "ring"), ("call", "ring")]
+    assert [e[2] for e in timed if e[0] == "before"] == ["ring", "library", "ring", "library"]  # they take turns
+    assert timed.count(("barrier",)) == 4  # one barrier before every sample, untimed
+    assert slowest_rank([[1.0, 5.0], [3.0, 2.0], [2.0, 4.0]]) == [3.0, 5.0]
+    with pytest.raises(ValueError):
+        time_collectives({}, repeats=0, warmup=0, barrier=lambda: None)
+
+
+def test_one_summation_tolerance_for_every_all_reduce_check():
+    from labkit.collectives import summation_tolerance, within_summation_tolerance
+
+    exact = np.array([1.0, -2.0, 3.0])
+    abs_sum = np.array([4.0, 4.0, 4.0])
+    tol = summation_tolerance(abs_sum, 4)[0]  # 2·3·2⁻²⁴·4
+    ok, worst = within_summation_tolerance(exact + tol / 2, exact, abs_sum, 4)
+    assert ok and worst == pytest.approx(tol / 2)
+    assert within_summation_tolerance(exact + 2 * tol, exact, abs_sum, 4) == (False, pytest.approx(2 * tol))
+    assert within_summation_tolerance(np.array([]), np.array([]), np.array([]), 4) == (True, 0.0)
+    # a fixed rtol = atol = 1e-5 (notebook 06's check before) passes a wrong small sum ...
+    assert np.allclose([1e-6], [9e-6], rtol=1e-5, atol=1e-5)
+    assert not within_summation_tolerance(np.array([1e-6]), np.array([9e-6]), np.array([1e-5]), 4)[0]
+    # ... and fails a right one where inputs cancel: Σ|x| = 1e4 over 64 ranks, a sum near 0
+    assert not np.allclose([0.01], [0.0], rtol=1e-5, atol=1e-5)
+    assert within_summation_tolerance(np.array([0.01]), np.array([0.0]), np.array([1e4]), 64)[0]
+
+
+def test_hierarchical_rings_follow_the_shared_schedule():
+    """labkit.hierarchy.hierarchical's rings send and receive the chunks collectives.ring_chunks names, cut by
+    collectives.chunk_bounds — the schedule of every ring in labkit."""
+    import torch
+
+    from labkit.collectives import AG, RS, chunk_bounds, ring_chunks
+    from labkit.hierarchy import hierarchical as H
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def exchange(self, send, dst, recv, src, group=None):
+            self.calls.append((send.data_ptr(), recv.data_ptr(), dst, src))
+
+    n, ranks = 4, [10, 11, 12, 13]
+    for i, me in enumerate(ranks):
+        chunks = H._split(torch.zeros(4 * 5 + 3), n)
+        assert [c.numel() for c in chunks] == [b - a for a, b in chunk_bounds(23, n)]
+        index = {c.data_ptr(): k for k, c in enumerate(chunks)}
+        link = Recorder()
+        assert H.ring_reduce_scatter(chunks, ranks, me, link) == (i + 1) % n
+        assert [index[s] for s, _, _, _ in link.calls] == [ring_chunks(RS, s, i, n)[0] for s in range(n - 1)]
+        assert {(d, s) for _, _, d, s in link.calls} == {(ranks[(i + 1) % n], ranks[(i - 1) % n])}
+        link.calls.clear()
+        H.ring_all_gather(chunks, ranks, me, link)
+        assert [(index[s], index[r]) for s, r, _, _ in link.calls] == [ring_chunks(AG, s, i, n) for s in range(n - 1)]

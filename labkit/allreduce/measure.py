@@ -8,9 +8,9 @@ The method (nccl-tests' conventions, see DESIGN.md "Collectives"):
 3. warm up: the first call(s) pay for connections and page faults and are not timed;
 4. per repetition and implementation: restore the input (untimed), barrier, time one call on every
    rank; implementations take turns inside each repetition, so a busy moment of the machine
-   hits them alike;
+   hits them alike (labkit.collectives.time_collectives: the loop every busbw in labkit comes from);
 5. a repetition lasts as long as its slowest rank (the collective is done when the last rank is):
-   seconds = median over repetitions of the max over ranks. algbw = S / seconds, busbw = algbw ×
+   seconds = median over repetitions of the max over ranks (labkit.collectives.slowest_rank). algbw = S / seconds, busbw = algbw ×
    2(N−1)/N (labkit.collectives.busbw), S = bytes of the buffer.
 """
 
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..collectives import busbw
+from ..collectives import busbw, slowest_rank, time_collectives
 from ..launch import check_world_size, launch, rank_info
 from ..units import format_bytes
 from .correctness import compare_with_library
@@ -62,31 +62,25 @@ def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAUL
                     checks[impl] = True
         src = torch.ones(count, dtype=tdtype, device=device) * (rank + 1)
         x = torch.empty_like(src)
-        for impl in impls:  # untimed warm-up
-            for _ in range(warmup):
-                x.copy_(src)
-                IMPLEMENTATIONS[impl](x)
-        sync()
-        times = {impl: [] for impl in impls}
         sent = {}
-        for rep in range(repeats):
-            for impl in impls:
-                x.copy_(src)
-                sync()
-                dist.barrier()
-                if straggler is not None and rank == straggler[0]:
-                    time.sleep(straggler[1])
-                t0 = time.perf_counter()
-                if fail_rank == rank and rep == 0:  # die in the middle of the first timed collective
-                    try:
-                        if impl == "ring":
-                            ring_allreduce_(x, fail_after_step=1)
-                        raise InjectedFailure(f"before the {impl} all-reduce's first message")
-                    except InjectedFailure as e:
-                        raise InjectedFailure(f"rank {rank} (--fail-rank): {e}") from None
-                sent[impl] = IMPLEMENTATIONS[impl](x)
-                sync()
-                times[impl].append(time.perf_counter() - t0)
+
+        def call(impl):
+            sent[impl] = IMPLEMENTATIONS[impl](x)
+
+        def before(rep, impl):
+            if straggler is not None and rank == straggler[0]:
+                time.sleep(straggler[1])
+            if fail_rank == rank and rep == 0:  # die in the middle of the first timed collective
+                try:
+                    if impl == "ring":
+                        ring_allreduce_(x, fail_after_step=1)
+                    raise InjectedFailure(f"before the {impl} all-reduce's first message")
+                except InjectedFailure as e:
+                    raise InjectedFailure(f"rank {rank} (--fail-rank): {e}") from None
+
+        times = time_collectives({impl: lambda impl=impl: call(impl) for impl in impls}, repeats=repeats,
+                                 warmup=warmup, barrier=dist.barrier, sync=sync, prepare=lambda impl: x.copy_(src),
+                                 before=before)
         for impl in impls:
             out.append({"impl": impl, "nbytes": nbytes, "count": count, "dtype": dtype, "samples_s": times[impl],
                         "bytes_sent": sent.get(impl), "correct": checks.get(impl)})
@@ -123,7 +117,7 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
     records = []
     for i, rec in enumerate(per_rank[0]):
         ranks = [per_rank[r][i] for r in range(world_size)]
-        samples = np.max(np.array([r["samples_s"] for r in ranks]), axis=0)  # slowest rank per repetition
+        samples = slowest_rank([r["samples_s"] for r in ranks])
         seconds = float(statistics.median(samples))
         q1, q3 = np.percentile(samples, [25, 75])
         nbytes = rec["nbytes"]

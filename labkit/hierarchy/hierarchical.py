@@ -13,8 +13,10 @@ A flat ring (`ring_all_reduce` over all N ranks) is the baseline. Every send goe
 `Link`, which counts the bytes sent inside a group and across groups, and — when given a
 `SharedUplink` — holds each cross-group send until an emulated uplink of the chosen rate has
 carried it (a token bucket shared by all ranks of the group; labelled "emulated" everywhere).
-That hook is why the ring steps are written again here rather than taken from `labkit.ring`
-(notebook 5's ring, which counts bytes per rank but cannot tell a fast link from a slow one).
+That hook is why the ring's loop is written again here rather than taken from labkit.allreduce.ring
+(notebook 5's ring, which counts bytes per rank but cannot tell a fast link from a slow one); the
+schedule — which chunk each rank sends and receives at each step, and how a buffer is cut into chunks
+— is the one every ring in labkit uses (labkit.collectives.ring_chunks, chunk_bounds).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import os
 import struct
 import time
 from pathlib import Path
+
+from ..collectives import AG, RS, chunk_bounds, ring_chunks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +129,8 @@ class Link:
 
 
 def _split(flat, n: int):
-    """n contiguous views; sizes differ by at most one element (some may be empty)."""
-    import torch
-
-    return list(torch.tensor_split(flat, n))
+    """n contiguous views of `flat`, cut as every ring in labkit cuts a buffer (collectives.chunk_bounds)."""
+    return [flat[a:b] for a, b in chunk_bounds(flat.numel(), n)]
 
 
 def ring_reduce_scatter(chunks, ranks: list[int], me: int, link: Link, group=None) -> int:
@@ -139,11 +141,11 @@ def ring_reduce_scatter(chunks, ranks: list[int], me: int, link: Link, group=Non
     nxt, prv = ranks[(i + 1) % n], ranks[(i - 1) % n]
     scratch = torch.empty(max(c.numel() for c in chunks), dtype=chunks[0].dtype)
     for step in range(n - 1):
-        send_idx, recv_idx = (i - step) % n, (i - step - 1) % n
+        send_idx, recv_idx = ring_chunks(RS, step, i, n)
         incoming = scratch[: chunks[recv_idx].numel()]
         link.exchange(chunks[send_idx], nxt, incoming, prv, group)
         chunks[recv_idx].add_(incoming)
-    return (i + 1) % n
+    return (i + 1) % n  # after N−1 steps, position i holds the complete sum of chunk (i+1) mod N
 
 
 def ring_all_gather(chunks, ranks: list[int], me: int, link: Link, group=None) -> None:
@@ -151,7 +153,7 @@ def ring_all_gather(chunks, ranks: list[int], me: int, link: Link, group=None) -
     n, i = len(ranks), ranks.index(me)
     nxt, prv = ranks[(i + 1) % n], ranks[(i - 1) % n]
     for step in range(n - 1):
-        send_idx, recv_idx = (i + 1 - step) % n, (i - step) % n
+        send_idx, recv_idx = ring_chunks(AG, step, i, n)
         link.exchange(chunks[send_idx], nxt, chunks[recv_idx], prv, group)
 
 

@@ -20,8 +20,8 @@ import statistics
 import sys
 import time
 
-from ..collectives import algbw, busbw
-from ..timing import MIN_SAMPLE_S, time_host
+from ..collectives import algbw, busbw, slowest_rank, time_collectives, within_summation_tolerance
+from ..timing import MIN_SAMPLE_S
 from ..units import parse_sizes
 from . import hierarchical as H
 from . import slowlink
@@ -29,8 +29,6 @@ from .slowlink import iface_counters
 
 #: Warm-up collectives before timing (the first call sets up connections and buffers).
 WARMUP = 1
-#: Correctness tolerance against dist.all_reduce: the sum order differs, float32 rounding does not.
-RTOL, ATOL = 1e-5, 1e-5
 ALGORITHMS = ("library", "flat_ring", "hierarchical")
 
 
@@ -98,13 +96,14 @@ def bench_rank(rank: int, world_size: int, *, group_size: int, sizes, repeats: i
         numel = max(1, int(nbytes) // 4)  # float32
         gen = torch.Generator().manual_seed(1234 + rank)
         x0 = torch.randn(numel, generator=gen).to(dev)
-        ref = x0.clone()
+        ref, abs_sum = x0.clone(), x0.abs()
         dist.all_reduce(ref)
+        dist.all_reduce(abs_sum)  # for the summation-order tolerance (labkit.collectives)
         for algo in ALGORITHMS:
             # correctness, apart from timing
             t = x0.clone()
             ops[algo](t)
-            ok = bool(torch.allclose(t, ref, rtol=RTOL, atol=ATOL))
+            ok, _ = within_summation_tolerance(t, ref, abs_sum, world_size, "float32")
             # bytes: counted by the Link (hand-written sends) and, in namespaces, on the wire
             dist.barrier()
             w0 = _wire_bytes(slow, rank)
@@ -115,20 +114,15 @@ def bench_rank(rank: int, world_size: int, *, group_size: int, sizes, repeats: i
             sent = dict(link.sent)
             dist.barrier()
             w1 = _wire_bytes(slow, rank)
-            # time: every rank runs the same number of calls (inner=1); a sample is the slowest rank's
+            # time: nccl-tests' loop (labkit.collectives.time_collectives); a sample is the slowest rank's
             buf = torch.zeros(numel, device=dev)
-
-            def call():
-                ops[algo](buf)
-                _sync(dev)
-
-            dist.barrier()
-            m = time_host(call, repeats=repeats, warmup=WARMUP, inner=1)
+            times = time_collectives({algo: lambda op=ops[algo]: op(buf)}, repeats=repeats, warmup=WARMUP,
+                                     barrier=dist.barrier, sync=lambda: _sync(dev))[algo]
             per_rank = [None] * world_size
-            dist.all_gather_object(per_rank, {"samples": list(m.samples_s), "sent": sent, "ok": ok,
+            dist.all_gather_object(per_rank, {"samples": times, "sent": sent, "ok": ok,
                                               "wire": None if w0 is None else w1 - w0})
             if rank == 0:
-                samples = [max(r["samples"][i] for r in per_rank) for i in range(repeats)]
+                samples = slowest_rank([r["samples"] for r in per_rank])
                 seconds = statistics.median(samples)
                 wire = [r["wire"] for r in per_rank if r["wire"] is not None]
                 records.append({
@@ -210,11 +204,11 @@ def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks
         est = torch.tensor([(time.perf_counter() - t0) / 3])
         dist.all_reduce(est, op=dist.ReduceOp.MAX, group=group)
         inner = int(min(SENDRECV_MAX_INNER, max(1, math.ceil(MIN_SAMPLE_S / max(est.item(), 1e-9)))))
-        dist.barrier(group=group)
-        m = time_host(call, repeats=repeats, warmup=0, inner=inner, nbytes=int(n))
+        mine = time_collectives({"sendrecv": call}, repeats=repeats, warmup=0, inner=inner,
+                                barrier=lambda: dist.barrier(group=group))["sendrecv"]
         per_rank = [None] * n_ranks
-        dist.all_gather_object(per_rank, list(m.samples_s), group=group)
-        samples = [max(r[i] for r in per_rank) for i in range(repeats)]
+        dist.all_gather_object(per_rank, mine, group=group)
+        samples = slowest_rank(per_rank)
         seconds = statistics.median(samples)
         rows.append({"op": "sendrecv", "backend": "gloo", "world_size": n_ranks, "nbytes": int(n), "seconds": seconds,
                      "inner": inner, "samples_s": samples, "algbw_GBps": algbw(n, seconds),
