@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from . import benches, doctor
+from . import __version__, benches, doctor, reference
 from .benches import BENCHES
+from .compare import compare, save_figures
+from .models import allreduce_time
+from .notebooks import run_notebooks
+from .record import record
+from .student import build
 from .system import environment
+from .units import format_time, parse_size
 
 def _load_bench(name: str):
     mod = benches.load(BENCHES[name])
@@ -29,7 +34,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_bench(args) -> int:
     mod = _load_bench(args.experiment)
-    records = mod.bench(args) if hasattr(mod, "add_arguments") else mod.bench(args, args.experiment)
+    records = mod.bench(args)
     n = 0
     for rec in records:
         n += 1
@@ -47,8 +52,6 @@ def _fmt(v):
 
 
 def cmd_ref(args) -> int:
-    from . import reference
-
     if args.action == "import":
         if not args.name or not args.prefix:
             raise SystemExit("labkit ref import PROFILE --prefix NAME: give the profile folder and a name prefix")
@@ -82,16 +85,12 @@ def cmd_ref(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from .record import record
-
     path = record(args.out, quick=args.quick, force=args.force, only=args.only)
     print(f"profile written to {path}")
     return 0
 
 
 def cmd_run(args) -> int:
-    from .notebooks import run_notebooks
-
     results = run_notebooks(args.notebooks or None, out_dir=args.out, mode=args.mode, quick=args.quick,
                             reference=args.reference, html=args.html, timeout=args.timeout)
     failed = [r for r in results if not r["ok"]]
@@ -102,9 +101,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_model(args) -> int:
-    from .models import allreduce_time
-    from .units import format_time, parse_size
-
     S = parse_size(args.size)
     kw = {}
     if args.algorithm == "hierarchical":
@@ -122,8 +118,6 @@ def cmd_model(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare, save_figures
-
     result = compare(args.profiles, kinds=args.kind)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, default=str))
@@ -135,16 +129,12 @@ def cmd_compare(args) -> int:
 
 
 def cmd_student(args) -> int:
-    from .student import build
-
     for path in build(args.out, args.notebooks or None):
         print(f"student edition: {path}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     p = argparse.ArgumentParser(prog="labkit", description="Measure and learn how data moves between CPUs and GPUs.")
     p.add_argument("--version", action="version", version=f"labkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -161,10 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         mod = benches.load(mod_name)
         if mod is None:
             continue
-        if hasattr(mod, "add_arguments"):
-            mod.add_arguments(bp)
-        else:  # the convention before issue 14, while modules move
-            mod.bench_arguments(bp, name)
+        mod.add_arguments(bp)
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("ref", help="reference datasets")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import reference
-from .models import MIN_POINTS_FOR_FIT
+from . import plots, reference
+from .models import MIN_POINTS_FOR_FIT, fit_alpha_beta_from_bandwidth
 from .reference import Dataset
 from .units import GB, format_bytes
 
@@ -252,8 +252,6 @@ def _sweep_summary(s: Series, column: str, sizes: list[int]) -> dict:
     plateau = float(np.median(bw[-PLATEAU_SIZES:]))
     notes, n_half = [], None
     if len(sizes) >= MIN_POINTS_FOR_FIT:
-        from .models import fit_alpha_beta_from_bandwidth
-
         try:
             fit = fit_alpha_beta_from_bandwidth(sizes, bw)
         except ValueError as e:
@@ -503,8 +501,6 @@ def _with_unique_labels(sources: list[Source]) -> list[Source]:
 # --------------------------------------------------------------------------- figures
 def plot_kind(groups: list[Group]):
     """One figure for one kind: a panel per group, each source a line, the source in the legend."""
-    from . import plots
-
     ncols = 1 if len(groups) == 1 else 2
     nrows = math.ceil(len(groups) / ncols)
     fig, axes = plots.figure(nrows, ncols, width=7.0, height=5.4)
@@ -524,8 +520,6 @@ def _legend_labels(g: Group) -> list[str]:
 
 
 def _plot_group(ax, g: Group) -> None:
-    from . import plots
-
     q, unit = g.quantity
     direction = "" if g.direction == "none" else f", {g.direction}"
     for s, label in zip(g.series, _legend_labels(g)):

@@ -69,12 +69,12 @@ def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: i
     }
 
 
-def bench_arguments(p, name: str) -> None:
-    p.add_argument("--runs", type=int, default=50, help="ring all-reduces inside one launch")
-    p.add_argument("--launches", type=int, default=3, help="further consecutive launches")
-    p.add_argument("--ranks", type=int, default=4,
+def add_arguments(parser) -> None:
+    parser.add_argument("--runs", type=int, default=50, help="ring all-reduces inside one launch")
+    parser.add_argument("--launches", type=int, default=3, help="further consecutive launches")
+    parser.add_argument("--ranks", type=int, default=4,
                    help="processes (default 4, at most labkit.launch.MAX_RANKS)")
-    p.add_argument("--size", default="1MiB")
+    parser.add_argument("--size", default="1MiB")
 
 
 def text(rec: dict) -> str:
@@ -97,7 +97,7 @@ def text(rec: dict) -> str:
     ])
 
 
-def bench(args, name: str):
+def bench(args):
     if args.runs < 1 or args.launches < 0:
         raise ValueError("--runs must be >= 1 and --launches >= 0")
     yield soak(args.runs, args.ranks, parse_size(args.size), args.launches)

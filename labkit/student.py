@@ -21,6 +21,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from .notebooks import available, find_notebook
+
 SOLUTION_TAG = "solution"
 REMOVE_TAG = "remove-student"
 PARAMETERS_TAG = "parameters"
@@ -206,8 +208,6 @@ def _atomic_write_notebook(nb, path: Path) -> None:
 def build(out_dir, notebooks=None) -> list[Path]:
     """Write student copies of `notebooks` (names or paths; default: every notebook) into out_dir."""
     import nbformat
-
-    from .notebooks import available, find_notebook
 
     paths = [find_notebook(str(n)) for n in notebooks] if notebooks else available()
     if not paths:

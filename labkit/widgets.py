@@ -31,6 +31,9 @@ import os
 import threading
 from typing import Callable
 
+from .plots import detached_figures
+from .units import format_bytes
+
 HEADLESS_ENV = "LABKIT_HEADLESS"
 
 # One redraw at a time, whichever kernel thread (main shell or a subshell) delivers the change.
@@ -128,8 +131,6 @@ def _show(view, values):
     import matplotlib.pyplot as plt
     from matplotlib._pylab_helpers import Gcf
 
-    from .plots import detached_figures
-
     before = set(plt.get_fignums())
     with detached_figures() as figs:
         value = view(**values)
@@ -186,8 +187,6 @@ def dropdown(options, value=None, description: str = ""):
 def log2_size_slider(lo_exp: int, hi_exp: int, value_exp: int, description: str = "size"):
     """A slider over powers of two, shown as KiB/MiB/GiB; its value is bytes."""
     import ipywidgets as w
-
-    from .units import format_bytes
 
     opts = [(format_bytes(1 << e), 1 << e) for e in range(lo_exp, hi_exp + 1)]
     return w.SelectionSlider(options=opts, value=1 << value_exp, description=description,
