@@ -9,6 +9,12 @@ and then makes a `Session`. For each experiment it asks `session.mode_for(name)`
 - `auto` → live where this machine has the hardware, reference where it does not.
 What each experiment used, the datasets shown, key numbers and self-checks go to the results
 JSON (when `results_path` is set), which the tests assert on.
+
+`session.show(experiment, live=, recorded=, fallback=)` makes that decision once, for every notebook:
+it returns what the experiment shows (`Shown`: the data, its provenance label, how it was obtained —
+measured here, recorded, or fell back — and a note when it fell back), so a notebook cell holds no
+if/else over modes. `session.references(kind)` is what `reference=` selects, with its note shown;
+`session.figure(fig)` checks every figure the same way (results: the `figures_labelled` check).
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
+from typing import Callable
+
+from . import reference as _reference
+from .plots import figure_problems
 
 MODES = ("auto", "live", "reference")
 
@@ -127,6 +137,53 @@ def require_cuda(what: str, gpus: int = 1, *, hint: str = "") -> int:
     return have
 
 
+#: How an experiment's data was obtained (`Shown.obtained`).
+MEASURED_HERE, RECORDED, FELL_BACK, NOTHING = "measured here", "recorded", "fell back", "nothing"
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """What one way of obtaining an experiment's data gave: the data and where it came from.
+
+    `label` is the provenance every figure carries ("measured here: <GPU>, <date>", "recorded: <system>
+    — <source>", "model: …"); `datasets` are the reference datasets it shows; `note` (Markdown) says
+    what the reader should know about it — why it fell back, what was left out.
+    """
+
+    data: object
+    label: str
+    datasets: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """What an experiment shows in this run (`Session.show`)."""
+
+    experiment: str
+    mode: str  # 'live' or 'reference', from the mode contract
+    obtained: str  # MEASURED_HERE, RECORDED, FELL_BACK or NOTHING
+    data: object  # None when nothing could be shown
+    label: str  # provenance, for legends and titles
+    note: str | None = None
+    datasets: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """What the numbers are — 'measured', 'recorded' or 'model' (the plot style), read from the label."""
+        for kind in ("measured", "recorded", "model"):
+            if self.label.startswith(kind):
+                return kind
+        return "none" if self.data is None else "recorded"
+
+    @property
+    def fell_back(self) -> bool:
+        return self.obtained == FELL_BACK
+
+
+Getter = Callable[[], "Found | None"]
+
+
 class Session:
     """One notebook run: resolves modes, remembers what was shown, writes the results JSON."""
 
@@ -143,11 +200,74 @@ class Session:
         self.checks: dict[str, bool] = {}
         self.numbers: dict[str, float] = {}
         self.datasets: list[str] = []
+        self.figures_checked = 0
+        self.figure_problems: list[str] = []
 
     def mode_for(self, experiment: str) -> str:
         used = resolve_mode(self.mode, experiment, self.gpus)
         self.experiments.setdefault(experiment, {})["mode"] = used
         return used
+
+    def show(self, experiment: str, *, live: Getter | None = None, recorded: Getter | None = None,
+             fallback: Getter | None = None) -> Shown:
+        """What `experiment` shows in this run, decided once: measured here, else recorded, else the fallback.
+
+        `live` runs only where the mode contract says this experiment runs live (`mode_for`); each getter
+        returns a `Found`, or None when it has nothing (no GPU for a live measurement that needs one, no
+        recorded run of this kind), and the next is tried. The datasets shown are recorded, the note is
+        displayed, and the results JSON gets `mode`, `obtained`, `shown_as` (measured / recorded / model)
+        and `source` for the experiment.
+        """
+        mode = self.mode_for(experiment)
+        found, obtained = None, NOTHING
+        for how, get in ((MEASURED_HERE, live if mode == "live" else None), (RECORDED, recorded), (FELL_BACK, fallback)):
+            found = get() if get is not None else None
+            if found is not None:
+                obtained = how
+                break
+        found = found or Found(None, "")
+        shown = Shown(experiment, mode, obtained, found.data, found.label, found.note, tuple(found.datasets))
+        self.shown(*shown.datasets)
+        self.note(experiment, obtained=obtained, shown_as=shown.kind, source=found.label,
+                  **({"note": found.note} if found.note else {}))
+        self.say(found.note)
+        return shown
+
+    def references(self, kind: str, *, usable=None, needs: str = "") -> list:
+        """The recorded datasets of `kind` this run's `reference=` selects (labkit.reference.select).
+
+        A reference that holds nothing usable of this kind gives the shipped datasets instead, and the note
+        saying so is displayed. Mark the ones a figure draws with `shown`.
+        """
+        datasets, note = _reference.select(self.reference, kind, usable=usable, needs=needs)
+        self.say(note)
+        return datasets
+
+    def figure(self, fig):
+        """Check a figure (title, axis labels with units, legend or source: plots.figure_problems); return it.
+
+        Every figure a notebook draws goes through here, widgets' too (`widgets.interactive(on_figure=...)`);
+        `save()` records the `figures_labelled` check and the problems found.
+        """
+        self.figures_checked += 1
+        self.figure_problems.extend(figure_problems(fig))
+        return fig
+
+    @staticmethod
+    def say(markdown: str | None) -> None:
+        """Show a note to the reader: Markdown in a notebook, plain text elsewhere; nothing for None."""
+        if not markdown:
+            return
+        try:
+            from IPython import get_ipython
+            from IPython.display import Markdown, display
+        except ImportError:
+            print(markdown)
+            return
+        if get_ipython() is None:
+            print(markdown)
+        else:
+            display(Markdown(markdown))
 
     def shown(self, *dataset_names: str) -> None:
         """Record the datasets a figure or table displayed."""
@@ -169,6 +289,8 @@ class Session:
         return bool(passed)
 
     def summary(self) -> dict:
+        if self.figures_checked:
+            self.check("figures_labelled", not self.figure_problems)
         return {
             "notebook": self.notebook, "mode": self.mode, "quick": self.quick,
             "reference": None if self.reference is None else str(self.reference),
@@ -176,6 +298,7 @@ class Session:
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             "experiments": self.experiments, "datasets": self.datasets,
             "numbers": self.numbers, "checks": self.checks,
+            "figures_checked": self.figures_checked, "figure_problems": self.figure_problems,
             "all_checks_passed": all(self.checks.values()) if self.checks else None,
         }
 

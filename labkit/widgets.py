@@ -90,11 +90,13 @@ def frontend_listening() -> bool:
     return bool(content["allow_stdin"])
 
 
-def interactive(view: Callable[..., object], controls: dict, *, title: str = ""):
+def interactive(view: Callable[..., object], controls: dict, *, title: str = "",
+                on_figure: Callable[[object], object] | None = None):
     """Show `controls` (name → ipywidgets widget) driving `view(**values)`; return the default result.
 
     `view` draws (a matplotlib figure, a table, text) and may return a value (e.g. predicted
-    numbers) that the notebook records.
+    numbers) that the notebook records. `on_figure` sees every figure a view draws before it is
+    displayed (a notebook passes `session.figure`, which checks it).
     """
     from IPython.display import display
 
@@ -104,7 +106,7 @@ def interactive(view: Callable[..., object], controls: dict, *, title: str = "")
             display(_markdown(f"**{title}** — static view at the default settings "
                               f"({', '.join(f'{k}={_fmt(v)}' for k, v in defaults.items())}); "
                               "open the notebook in JupyterLab or Colab to move the controls."))
-        return _show(view, defaults)
+        return _show(view, defaults, on_figure)
 
     import ipywidgets as w
 
@@ -116,7 +118,7 @@ def interactive(view: Callable[..., object], controls: dict, *, title: str = "")
             values = {k: c.value for k, c in controls.items()}
             with out:
                 out.clear_output(wait=True)
-                result["value"] = _show(view, values)
+                result["value"] = _show(view, values, on_figure)
 
     for c in controls.values():
         c.observe(redraw, names="value")
@@ -126,7 +128,7 @@ def interactive(view: Callable[..., object], controls: dict, *, title: str = "")
     return result.get("value")
 
 
-def _show(view, values):
+def _show(view, values, on_figure=None):
     """Call `view`, then display the figures it drew — only those, each once — and return its value."""
     import matplotlib.pyplot as plt
     from matplotlib._pylab_helpers import Gcf
@@ -141,6 +143,8 @@ def _show(view, values):
             figs.append(manager.canvas.figure)
             plt.close(manager.canvas.figure)
     for fig in figs:
+        if on_figure is not None:
+            on_figure(fig)
         _display_figure(fig)
     return value
 

@@ -25,6 +25,8 @@ def test_nb01_reference_mode(run_nb):
     assert 1 < r["numbers"]["beta_GBps"] < 15.76
     assert r["numbers"]["n_half_bytes"] > 1024
     assert r["all_checks_passed"], r["checks"]
+    # every figure (the widget's too) went through session.figure and has a title, units and a source
+    assert r["checks"]["figures_labelled"] and r["figures_checked"] >= 4 and r["figure_problems"] == []
     # unanswered exercises are reported, not crashed on
     assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
 

@@ -26,6 +26,8 @@ def test_nb06_reference_mode(run_nb):
         assert set(slowlink.list_namespaces()) == before  # no namespace left behind
     # every self-check in the notebook passed
     assert r["all_checks_passed"], r["checks"]
+    # every figure (the widget's too) went through session.figure and has a title, units and a source
+    assert r["checks"]["figures_labelled"] and r["figures_checked"] >= 6 and r["figure_problems"] == []
     for name in ("hand_written_equal_dist_all_reduce", "counted_bytes_equal_formula", "ladder_same_sizes_every_level",
                  "straggler_everyone_waits", "recorded_between_model_bounds", "model_7b_example_54ms"):
         assert r["checks"][name], name

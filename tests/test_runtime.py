@@ -69,3 +69,56 @@ def test_require_cuda_says_what_is_missing_and_what_to_do(monkeypatch):
     monkeypatch.setattr(runtime, "gpu_count", lambda: 0)
     with pytest.raises(RuntimeError, match="needs a CUDA GPU, but torch sees no CUDA device"):
         runtime.require_cuda("time_cuda")
+
+
+def _found(data, label, **kw):
+    return lambda: runtime.Found(data, label, **kw)
+
+
+def test_show_measures_live_where_it_can_else_replays_else_falls_back(tmp_path):
+    live_gpu = runtime.Session("x", mode="auto", gpus=1, results_path=tmp_path / "a.json")
+    s = live_gpu.show("h2d_sweep", live=_found([1], "measured here: GPU"), recorded=_found([2], "recorded: A — src"))
+    assert (s.obtained, s.data, s.mode, s.kind, s.fell_back) == (runtime.MEASURED_HERE, [1], "live", "measured", False)
+    cpu = runtime.Session("x", mode="auto", gpus=0)
+    s = cpu.show("h2d_sweep", live=_found([1], "measured here: GPU"), recorded=_found([2], "recorded: A", datasets=("a",)))
+    assert (s.obtained, s.data, s.mode, s.kind) == (runtime.RECORDED, [2], "reference", "recorded")
+    assert cpu.datasets == ["a"]
+    e = cpu.experiments["h2d_sweep"]
+    assert e == {"mode": "reference", "obtained": "recorded", "shown_as": "recorded", "source": "recorded: A"}
+    s = cpu.show("overlap", live=_found(1, "measured here"), recorded=lambda: None,
+                 fallback=_found(None, "model: α-β", note="no run recorded"))
+    assert (s.obtained, s.data, s.kind, s.fell_back, s.note) == (runtime.FELL_BACK, None, "model", True, "no run recorded")
+    assert cpu.experiments["overlap"]["note"] == "no run recorded"
+    s = cpu.show("dataloader", recorded=lambda: None)
+    assert (s.obtained, s.data, s.kind) == (runtime.NOTHING, None, "none")
+    # experiments that need no GPU run live in reference mode too; their live getter may still find nothing
+    ref = runtime.Session("x", mode="reference", gpus=0)
+    s = ref.show("pin_cost", live=lambda: None, recorded=_found("r", "recorded: H100"))
+    assert (s.mode, s.obtained) == ("live", runtime.RECORDED)
+    with pytest.raises(ValueError, match="unknown experiment"):
+        ref.show("h2d_swep", live=_found(1, "x"))
+
+
+def test_every_figure_is_checked_and_recorded(tmp_path):
+    from labkit import plots
+
+    s = runtime.Session("x", gpus=0, results_path=tmp_path / "r.json")
+    assert "figures_labelled" not in s.save()["checks"]  # no figure, no check
+    fig, ax = plots.figure()
+    ax.plot([1, 2], [1, 2], label="measured here: x")
+    plots.finish(ax, "t", "size (bytes)", "time (s)")
+    assert s.figure(fig) is fig
+    assert s.save()["checks"]["figures_labelled"] is True
+    bad, ax = plots.figure()
+    ax.plot([1, 2], [1, 2])
+    s.figure(bad)
+    data = s.save()
+    assert data["checks"]["figures_labelled"] is False and data["figures_checked"] == 2
+    assert any("no title" in p for p in data["figure_problems"])
+
+
+def test_references_are_what_reference_selects(capsys):
+    s = runtime.Session("x", gpus=0, reference="h100_vm_labkit_nonblocking_pitfall")  # a dataset of another kind
+    got = s.references("copy_sweep")
+    assert got and all(d.kind == "copy_sweep" for d in got)
+    assert "is a dataset of kind" in capsys.readouterr().out  # the note says why the shipped ones are shown

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..collectives import busbw, slowest_rank, time_collectives
 from ..launch import check_world_size, launch, rank_info
-from ..units import format_bytes
+from ..runtime import Found
+from ..units import format_bytes, pow2_sizes
 from .correctness import compare_with_library
 from .ring import IMPLEMENTATIONS, InjectedFailure, ring_allreduce_
 
@@ -170,3 +171,10 @@ def ratio_to_library(records, impl: str = "ring") -> dict[int, float]:
 
 
 # --------------------------------------------------------------------------- recorder
+
+
+def nccl_here(gpus: int, quick: bool) -> Found:
+    """Notebook 05's NCCL measurement: the library and the ring, under each NCCL setting, on this machine's GPUs."""
+    sizes = [1 << 20, 16 << 20, 256 << 20] if quick else pow2_sizes("64KiB", "1GiB", step=2)
+    records = nccl_settings_sweep(gpus, sizes, repeats=5 if quick else 20)
+    return Found(records, f"measured here: {gpus} GPUs, NCCL")

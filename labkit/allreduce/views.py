@@ -16,6 +16,7 @@ from .. import plots
 from ..collectives import RS, bus_factor, busbw, ring_bytes_sent
 from ..models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
 from ..units import GB, format_bytes
+from ..runtime import Found
 from .simulation import RingTrace, simulate_ring_allreduce
 
 # --------------------------------------------------------------------------- the stepper
@@ -314,3 +315,23 @@ def draw_ring_state(trace: RingTrace, k: int, ax=None):
                  "source: labkit.allreduce.simulation; outline = chunk just received "
                  "(red: added in, blue: copied)", fontsize=9)
     return ax
+
+
+def nccl_figure(records, gpus: int, source: str):
+    """busbw against size for every (NCCL setting, implementation) measured."""
+    frame = records_frame(records)
+    fig, ax = plots.figure(width=8)
+    for (setting, impl), d in frame.groupby(["setting", "impl"]):
+        plots.line(ax, d.nbytes, d.busbw_GBps, f"measured: {impl}, {setting}")
+    plots.size_axis(ax)
+    plots.finish(ax, f"All-reduce on {gpus} GPUs over NCCL", "message size S (bytes)", "busbw = S/t · 2(N−1)/N (GB/s)",
+                 source=source)
+    return fig
+
+
+def no_nccl_here(mode: str, gpus: int) -> Found:
+    """Fewer than two GPUs here (or mode='reference'): nothing measured over NCCL, and where to look instead."""
+    return Found(None, "", note=(
+        f"**NCCL: {mode} mode** — this machine has {gpus} CUDA GPU(s); the NCCL measurement needs two or more. The "
+        "recorded nccl-tests sweeps in section 5 show what NCCL reaches on real systems; run this notebook on a "
+        "multi-GPU machine to measure `NCCL_ALGO`/`NCCL_PROTO` live."))

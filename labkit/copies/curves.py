@@ -10,7 +10,9 @@ import numpy as np
 from .. import models, plots
 from ..models import MIN_POINTS_FOR_FIT
 from ..reference import precise_rows
-from ..units import GB, format_bytes, format_time
+from ..runtime import Found
+from ..units import GB, format_bytes, format_time, pow2_sizes
+from .sweeps import QUICK_MAX_BYTES, SWEEP_MAX_BYTES, SWEEP_MIN_BYTES, gpu_copy_sweep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,66 @@ def curve_from_sweep(sweep, label_prefix: str = "measured here") -> Curve:
     return Curve(f"{label_prefix}: {sweep.device} [{sweep.direction.upper()}]", plots.MEASURED, sweep.direction,
                  tuple(sweep.nbytes), tuple(sweep.seconds), sweep.device, "measured here",
                  short=f"{sweep.device} {sweep.direction.upper()} (measured here)")
+
+
+def measure_here(quick: bool, *, progress: bool = True) -> Found:
+    """H2D and D2H pinned sweeps on this machine's GPU, as Curves (4 B .. 1 GiB; quick: every 4×, up to 64 MiB)."""
+    sizes = pow2_sizes(SWEEP_MIN_BYTES, QUICK_MAX_BYTES if quick else SWEEP_MAX_BYTES, step=2 if quick else 1)
+    curves, skipped = [], []
+    for direction in ("h2d", "d2h"):
+        sweep = gpu_copy_sweep(sizes, direction, "pinned", progress=progress)
+        curves.append(curve_from_sweep(sweep))
+        skipped += sweep.skipped
+    return Found(curves, f"measured here: {curves[0].system}",
+                 note=("Skipped: " + "; ".join(skipped)) if skipped else None)
+
+
+#: What notebook 01 needs of a reference's own copy sweeps (`reference.select(usable=..., needs=...)`).
+FITTABLE = f"a pinned H2D or D2H sweep of at least {MIN_POINTS_FOR_FIT} sizes to fit"
+
+
+def has_fittable_curve(datasets) -> bool:
+    """Whether any dataset holds a pinned H2D/D2H curve with enough sizes for an α-β fit."""
+    return any(len(c.nbytes) >= MIN_POINTS_FOR_FIT for d in datasets for c in curves_from_dataset(d))
+
+
+def curves_of(datasets) -> tuple[list[Curve], list[str]]:
+    """(the curves of every dataset that has some, the names of those datasets) — what a figure shows."""
+    curves, names = [], []
+    for ds in datasets:
+        got = curves_from_dataset(ds)
+        if got:
+            curves += got
+            names.append(ds.name)
+    return curves, names
+
+
+def host_curve(sweep) -> Curve:
+    """The host-memory copy sweep as a Curve, labelled as host memory measured here."""
+    return Curve(f"measured here: host memory copy ({sweep.device})", plots.MEASURED, "host", tuple(sweep.nbytes),
+                 tuple(sweep.seconds), sweep.device, "measured here", short="host memory copy (measured here)")
+
+
+def link_facts(env: dict, datasets):
+    """(table, text, facts) about the PCIe link the curves ran over.
+
+    With NVIDIA GPUs here: their links from NVML, the spec of the first one's (per direction), and
+    `facts` for the results file; without: the links of the recorded systems shown (`facts` empty).
+    """
+    import pandas as pd
+
+    if not env.get("gpus"):
+        table = pd.DataFrame([{"dataset": d.name, "system": d.meta["system"], "interconnect": d.meta["interconnect"]}
+                              for d in datasets])
+        return table, f"No NVIDIA GPU here ({env.get('nvml_problem')}). The recorded systems' links:", {}
+    table = pd.DataFrame(env["gpus"])[["index", "name", "bus_id", "numa_node", "pcie_gen_current", "pcie_gen_max",
+                                       "pcie_width_current", "pcie_width_max"]]
+    g = env["gpus"][0]
+    if not (g.get("pcie_gen_max") and g.get("pcie_width_max")):
+        return table, "", {}
+    s = models.pcie_spec(g["pcie_gen_max"], g["pcie_width_max"])
+    return (table, f"spec for this link: {s.bandwidth_GBps:g} GB/s per direction ({s.source})",
+            {"gen": g["pcie_gen_max"], "width": g["pcie_width_max"], "spec_GBps": s.bandwidth_GBps})
 
 
 def fit_table(curves):

@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from ..runtime import require_cuda
+from .. import plots
+from ..runtime import Found, require_cuda
 from ..units import GB
 from .pinned import NO_GPU_HINT
 
@@ -75,3 +76,49 @@ def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch
     return {"pin_memory": pin_memory, "batches": batches, "batch_bytes": batch_size * int(np.prod(SAMPLE_SHAPE)),
             "workers": workers, "seconds": seconds, "batches_per_s": batches / seconds,
             "throughput_GBps": nbytes / seconds / GB, "device": torch.cuda.get_device_name(dev)}
+
+
+# --------------------------------------------------------------------------- what notebook 02 shows
+#: Why nothing is shown without a GPU and without a recorded run (nothing is invented).
+NOTHING_RECORDED = ("No DataLoader run is recorded in data/ (no published source measures it this way), and this "
+                    "machine has no GPU. Nothing is shown rather than an invented number: run this notebook on a GPU, "
+                    "or replay a profile recorded there (`labkit record --out profiles/<node>`, then "
+                    "reference='profiles/<node>').")
+
+
+def measured_here(quick: bool, gpu_name: str) -> Found:
+    """Both settings measured on this machine's GPU: a frame (pin_memory, throughput_GBps, batches_per_s, ...)."""
+    import pandas as pd
+
+    batches = QUICK_LOADER_BATCHES if quick else LOADER_BATCHES
+    return Found(pd.DataFrame([measure_dataloader(pm, batches=batches) for pm in (False, True)]),
+                 f"measured here: {gpu_name}")
+
+
+def recorded(datasets):
+    """The DataLoader run a `labkit record` profile holds among `datasets` (Found), or None."""
+    import pandas as pd
+
+    runs = [d for d in datasets if "memory" in d.frame.columns
+            and d.frame["quantity"].astype(str).str.startswith("DataLoader(").any()]
+    if not runs:
+        return None
+    f = runs[0].frame
+    frame = pd.DataFrame({"pin_memory": f["memory"] == "pinned", "throughput_GBps": f["value"],
+                          "batches_per_s": f.get("batches_per_s")})
+    return Found(frame, runs[0].label, (runs[0].name,))
+
+
+def plot(frame, label: str):
+    """Throughput with pin_memory=False and True, side by side."""
+    fig, ax = plots.figure(width=6, height=3.8)
+    ax.bar(["pin_memory=False", "pin_memory=True"], frame["throughput_GBps"], color=["tab:gray", "tab:blue"],
+           label=label)
+    plots.finish(ax, "DataLoader → GPU throughput", "DataLoader setting (flag)", "throughput (GB/s, unidirectional)",
+                 source=label)
+    return fig
+
+
+def speedup(frame) -> float:
+    """Throughput with pin_memory=True ÷ with pin_memory=False."""
+    return float(frame.throughput_GBps.iloc[1] / frame.throughput_GBps.iloc[0])

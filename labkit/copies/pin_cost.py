@@ -15,11 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import timing
+from .. import plots, timing
 from ..reference import precise_rows
-from ..runtime import require_cuda
-from ..units import GB, KiB, MiB, check_pinned_request, format_bytes
-from .pinned import NO_GPU_HINT
+from ..runtime import Found, require_cuda
+from ..units import GB, KiB, MiB, check_pinned_request, format_bytes, format_time, pow2_sizes
+from .pinned import NO_GPU_HINT, can_pin
+from .pinned_vs_pageable import legend_below, ratio_frame
 from .sweeps import gpu_copy_sweep
 
 
@@ -205,3 +206,76 @@ def recorded_pin_cost(datasets):
             if cold:
                 return pick(cold[0]), pick(COPY_PAGEABLE), pick(COPY_PINNED), ds
     return None
+
+
+# --------------------------------------------------------------------------- what notebook 02 shows
+@dataclasses.dataclass(frozen=True)
+class BreakEven:
+    """The break-even table and where its two halves came from (pin cost, copy times)."""
+
+    table: object  # DataFrame of break_even_table
+    pin_label: str
+    copy_label: str
+    what: str  # what the pin time times, in plain words
+
+
+def measured_here(quick: bool, gpu_name: str):
+    """Pin cost and copy times measured on this machine's GPU (Found), or None without one."""
+    if not can_pin():
+        return None
+    sizes = pow2_sizes(PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if quick else PIN_MAX_BYTES, step=2)
+    costs = measure_pin_cost(sizes, repeats=3 if quick else PIN_REPEATS)
+    label = f"measured here: {gpu_name}"
+    table = break_even_table({c.nbytes: c.pin.median_s for c in costs}, {c.nbytes: c.pageable_copy.median_s for c in costs},
+                             {c.nbytes: c.pinned_copy.median_s for c in costs})
+    return Found(BreakEven(table, label, label, costs[0].what), label)
+
+
+def recorded(datasets):
+    """The pin-cost run a `labkit record` profile holds among `datasets` (Found), or None."""
+    got = recorded_pin_cost(datasets)
+    if got is None:
+        return None
+    pin_s, pageable_s, pinned_s, ds = got
+    return Found(BreakEven(break_even_table(pin_s, pageable_s, pinned_s), ds.label, ds.label,
+                           "pin_memory() of a fresh tensor (recorded)"), ds.label, (ds.name,))
+
+
+def host_part_here(copy_sweep, quick: bool, cpu: str):
+    """The host half of pinning measured on this CPU (a lower bound), against a recorded sweep's H2D copy times."""
+    pageable_s, pinned_s = copy_times_from_sweep(copy_sweep, "h2d")
+    sizes = [n for n in sorted(pageable_s) if n >= PIN_MIN_BYTES][:: 2 if quick else 1]
+    costs, lock_note = measure_host_pin_part(sizes, repeats=3 if quick else PIN_REPEATS)
+    pin_label = f"measured here: host part of pinning only ({cpu}) — a lower bound"
+    table = break_even_table({c.nbytes: c.pin.median_s for c in costs}, pageable_s, pinned_s)
+    return Found(BreakEven(table, pin_label, copy_sweep.label + " (H2D)", costs[0].what + f"; {lock_note}"),
+                 pin_label, (copy_sweep.name,))
+
+
+def copy_reference(datasets, ratios, shipped=()):
+    """The recorded sweep whose copy times the break-even uses: of those with both kinds (in `ratios`), the one
+    with the most sizes; from `shipped` when none of `datasets` has both."""
+    with_both = [d for d in datasets if d.name in set(ratios["dataset"])] or [d for d in shipped if len(ratio_frame(d))]
+    return max(with_both, key=lambda d: d.frame["nbytes"].nunique())
+
+
+def pin_or_not(table, nbytes: int, copies: int, *, pin_label: str, copy_label: str) -> dict:
+    """The widget's view: pin once then copy k times, or copy pageable k times — which is faster, drawn."""
+    row = table.set_index("nbytes").loc[nbytes]
+    ks = list(range(copies + 1))
+    fig, ax = plots.figure(width=8, height=4.2)
+    plots.line(ax, ks, [k * row.pageable_copy_s * 1e3 for k in ks],
+               f"model: k pageable copies ({copy_label})", how=plots.MODEL, color="tab:gray")
+    plots.line(ax, ks, [(row.pin_s + k * row.pinned_copy_s) * 1e3 for k in ks],
+               f"model: pin once ({pin_label}), then k pinned copies", how=plots.MODEL, color="tab:blue")
+    if row.break_even_copies <= copies:
+        ax.axvline(row.break_even_copies, color="tab:red", lw=0.8, label=f"k* = {row.break_even_copies:.2f}")
+    plots.finish(ax, f"Pin a fresh {row['size']} tensor or not? (H2D)", "copies of the same tensor (count)",
+                 "total time (ms)", source="model from the times in the table above")
+    ax.xaxis.get_major_locator().set_params(integer=True)  # whole copies
+    legend_below(ax, fontsize=7)
+    unpinned, pinned_total = copies * row.pageable_copy_s, row.pin_s + copies * row.pinned_copy_s
+    verdict = "pinning pays" if pinned_total < unpinned else "stay pageable"
+    print(f"{row['size']}, {copies} {'copy' if copies == 1 else 'copies'}: {format_time(unpinned)} pageable vs "
+          f"{format_time(pinned_total)} pin + pinned → {verdict} (k* = {row.break_even_copies:.2f})")
+    return {"nbytes": int(nbytes), "copies": copies, "pays": bool(pinned_total < unpinned)}

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from ..plots import MEASURED, RECORDED, finish, line, size_axis
 from ..reference import precise_rows
+from ..runtime import Found
+from ..units import KiB, pow2_sizes
+from .sweeps import QUICK_MAX_BYTES, SWEEP_MAX_BYTES, gpu_copy_sweep
 
 
 def ratio_frame(ds):
@@ -32,15 +35,16 @@ def ratio_frame(ds):
     return both.sort_values(["direction", "run", "nbytes"]).reset_index(drop=True)
 
 
-def ratio_survey(datasets):
+def ratio_survey(datasets, measured=()):
     """(ratios, pinned_only): ratio rows of every dataset that has both kinds, and the ones that do not.
 
     `pinned_only` is a DataFrame (dataset, title, directions) of host↔device sweeps holding pinned
-    numbers only: they have no pinned/pageable ratio, and nothing is made up for them.
+    numbers only: they have no pinned/pageable ratio, and nothing is made up for them. `measured`
+    live Sweeps (both memories) come first, as dataset "measured here".
     """
     import pandas as pd
 
-    frames, only = [], []
+    frames, only = ([measured_ratio_frame(measured)] if measured else []), []
     for ds in datasets:
         f = ds.frame
         hd = f[f["direction"].isin(["h2d", "d2h"])]
@@ -55,6 +59,20 @@ def ratio_survey(datasets):
     ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["dataset", "title", "label", "direction", "nbytes", "run", "pinned_GBps", "pageable_GBps", "ratio"])
     return ratios, pd.DataFrame(only, columns=["dataset", "title", "directions"])
+
+
+def measure_here(quick: bool, *, progress: bool = True) -> Found:
+    """Pinned and pageable H2D and D2H sweeps on this machine's GPU, 4 KiB .. 1 GiB every 4× (quick: 64 MiB)."""
+    sizes = pow2_sizes(4 * KiB, QUICK_MAX_BYTES if quick else SWEEP_MAX_BYTES, step=2)
+    sweeps = [gpu_copy_sweep(sizes, direction, memory, progress=progress)
+              for direction in ("h2d", "d2h") for memory in ("pinned", "pageable")]
+    return Found(sweeps, f"measured here: {sweeps[0].device}")
+
+
+def datasets_drawn(datasets, ratios, pinned_only) -> list:
+    """The datasets the sweep figure draws: those with a ratio, and those with pinned numbers only."""
+    names = set(ratios["dataset"]) | set(pinned_only["dataset"])
+    return [d for d in datasets if d.name in names]
 
 
 def largest_size_ratios(ratios):

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from ..overlap.streams import HostEvent, HostStream
-from ..runtime import require_cuda
+from ..runtime import Found, require_cuda
 from ..units import MiB
 from .pinned import NO_GPU_HINT, pinned_empty
 
@@ -75,3 +75,16 @@ def nonblocking_pitfall_host(nbytes: int = PITFALL_BYTES) -> PitfallResult:
         stream.synchronize()
         after = float(np.mean(dst != 7))  # read after synchronising: right
     return PitfallResult(before, after, int(nbytes), "measured here: host thread standing in for the copy engine")
+
+
+# --------------------------------------------------------------------------- what notebook 02 shows
+def on_gpu() -> Found:
+    """The pitfall on this machine's GPU."""
+    r = nonblocking_pitfall_gpu()
+    return Found(r, r.source)
+
+
+def on_host(nbytes: int = 16 * MiB) -> Found:
+    """The same race on this CPU (a thread plays the copy engine) — what a run without a GPU shows."""
+    r = nonblocking_pitfall_host(nbytes)
+    return Found(r, r.source)

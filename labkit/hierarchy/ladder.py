@@ -20,6 +20,7 @@ from .. import plots, timing
 from ..copies.sweeps import gpu_copy_sweep, host_copy_sweep
 from ..launch import launch
 from ..reference import DatasetError, list_datasets, load, profile_path, short_source
+from ..runtime import Found
 from ..system import cpu_model
 from ..units import PINNED_CAP_BYTES, MiB, pow2_sizes
 from .worker import sendrecv_rank
@@ -170,6 +171,20 @@ def profile_curves(reference) -> list[LevelSweep]:
                                      tuple(int(x) for x in f["nbytes"]), tuple(float(x) for x in f[col]),
                                      "recorded", ds.meta["method"], name))
     return out
+
+
+def gpu_levels_here(sizes: Sequence[int], repeats: int) -> Found:
+    """This machine's GPU levels (GPU memory, host↔GPU, GPU↔GPU with two GPUs), measured."""
+    levels = measure_gpu(sizes, repeats)
+    return Found(levels, levels[0].label if levels else "measured here")
+
+
+def profile_levels(reference) -> Found:
+    """The GPU levels a `labkit record` profile given as `reference=` holds ([] for none), replayed, with a note."""
+    curves = profile_curves(reference)
+    return Found(curves, curves[0].label if curves else "recorded", tuple(c.dataset for c in curves if c.dataset),
+                 note="no CUDA device here: GPU levels come from recorded systems"
+                      + (f" and the profile {reference}" if curves else ""))
 
 
 # --------------------------------------------------------------------------- recorded elsewhere

@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 
+from .. import plots
 from ..plots import finish, line
 from ..units import format_time
 from .timelines import Timeline
@@ -76,3 +77,13 @@ def draw_efficiency(ax, table, label: str, how: str = "measured", **kw):
     # the spread of the per-repeat efficiencies (q1..q3); the point, from median times, may lie outside it
     ax.vlines(t["measured_ratio"], t["efficiency_q1"], t["efficiency_q3"], color=h.get_color(), alpha=0.5, lw=3)
     return h
+
+
+def loader_gantt(timelines: dict, note: str = ""):
+    """The loader's timelines (serial, double-buffered) one above the other, on one time axis."""
+    xmax = max(tl.makespan_s for tl in timelines.values())
+    fig, axes = plots.figure(2, 1, width=10, height=2.6)
+    for ax, (name, tl) in zip(axes, timelines.items()):
+        draw_gantt(ax, tl, title=f"{name}: {format_time(tl.step_s())} per batch{note}", xmax_s=xmax)
+    fig.tight_layout()
+    return fig

@@ -18,6 +18,7 @@ import numpy as np
 from .. import timing
 from ..runtime import require_cuda
 from ..system import cpu_model
+from ..runtime import Found
 from ..units import MiB, check_pinned_request
 from .streams import CudaStream, HostStream, InlineStream, Tracer, double_buffered
 from .timelines import COMPUTE_ALONE, COPY_ALONE, D2H_ALONE, DUPLEX, EFFICIENCY_SCENARIOS, H2D_ALONE, LOADER_DOUBLE, LOADER_SERIAL, Timeline
@@ -285,3 +286,21 @@ def loader_self_test(n_batches: int = 12, buffers: int = 2, *, copy_s: float = 0
             intact &= bool((buf == tag).all())
             seen.append(tag)
     return {"seen": seen, "in_order_once": seen == list(range(n_batches)), "intact": intact}
+
+
+# --------------------------------------------------------------------------- what notebook 03 shows
+def sweep(quick: bool) -> dict:
+    """The ratios, repeats and loader batches of a full or a quick run (keyword arguments of the measure_ functions)."""
+    return {"ratios": QUICK_RATIOS if quick else DEFAULT_RATIOS, "repeats": QUICK_REPEATS if quick else DEFAULT_REPEATS,
+            "loader_batches": QUICK_LOADER_BATCHES if quick else LOADER_BATCHES}
+
+
+def host_run_here(quick: bool):
+    """The host-thread overlap run of notebook 03 (an `overlap_run` frame; its source in `.attrs["source"]`)."""
+    return measure_host_overlap(HOST_QUICK_BATCH_BYTES if quick else HOST_BATCH_BYTES, **sweep(quick))
+
+
+def gpu_run_here(quick: bool) -> Found:
+    """The CUDA-stream overlap run of notebook 03 on this machine's GPU."""
+    frame = measure_gpu_overlap(GPU_QUICK_BATCH_BYTES if quick else GPU_BATCH_BYTES, **sweep(quick))
+    return Found(frame, frame.attrs["source"])

@@ -7,6 +7,7 @@ import re
 from .. import reference as ref
 from ..models import fit_alpha_beta_from_bandwidth
 from ..reference import precise_rows
+from ..runtime import Found
 
 def recorded_duplex(datasets) -> "object":
     """Recorded full-duplex points: a direction alone vs the same direction while the other runs.
@@ -103,3 +104,27 @@ def pick_link_sweep(datasets, batch_bytes: int, direction: str = "h2d"):
         return None, None
     _, ds, f = best
     return ds, fit_alpha_beta_from_bandwidth(f["nbytes"].to_numpy(), f["bandwidth_GBps"].to_numpy())
+
+
+# --------------------------------------------------------------------------- what notebook 03 shows
+def link_model(datasets, batch_bytes: int):
+    """(dataset, α-β fit) of the link a model copies `batch_bytes` over: from `datasets`, else the shipped sweeps."""
+    ds, fit = pick_link_sweep(datasets, batch_bytes)
+    if ds is None:  # the selected reference holds no sweep (single sizes only): use the shipped ones
+        ds, fit = pick_link_sweep(ref.load_all(kind="copy_sweep"), batch_bytes)
+    return ds, fit
+
+
+def gpu_run(reference):
+    """The recorded GPU overlap run `reference=` selects (Found, with the note when it fell back), or None."""
+    run, note = recorded_gpu_run(reference)
+    return None if run is None else Found(run.frame, run.label, (run.name,), note)
+
+
+def model_instead(model_src: str) -> Found:
+    """No GPU here and no recorded GPU run: the notebook's GPU timelines are the α-β model, and says so."""
+    return Found(None, model_src, note=(
+        "**No recorded GPU overlap run in `data/` yet, and no GPU here.** The GPU timelines in this notebook "
+        f"are the α-β **model** of section 1 ({model_src}); the efficiency measured here comes from host threads. "
+        "To see CUDA-event timelines, run this notebook on a GPU, or record one there "
+        "(`labkit record --out profiles/<node>`) and pass `reference='profiles/<node>'`."))

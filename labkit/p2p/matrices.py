@@ -20,6 +20,7 @@ import dataclasses
 import re
 
 from .. import timing
+from ..reference import load_all
 from ..system import parse_topology
 
 # --------------------------------------------------------------------------- vocabulary
@@ -363,3 +364,9 @@ class P2PRun:
 # --------------------------------------------------------------------------- `labkit record`
 
 
+
+
+def shipped_systems(*needles: str) -> tuple:
+    """The shipped p2p_matrix datasets whose names contain each needle, in order (notebook 04's worked examples)."""
+    shipped = load_all(kind="p2p_matrix")
+    return tuple(next(d for d in shipped if needle in d.name) for needle in needles)

@@ -15,7 +15,8 @@ import time
 from typing import Sequence
 
 from .. import timing
-from ..runtime import require_cuda
+from ..runtime import Found, require_cuda
+from ..system import environment
 from ..units import MiB
 from .matrices import KINDS, P2P_STATES, PairResult, P2PRun
 from .staging import STAGING_CHUNK_BYTES, CudaStaging
@@ -285,3 +286,31 @@ def measure(devices: Sequence[int] | None = None, *, nbytes: int = BANDWIDTH_BYT
     backend.synchronize(devices)
     return P2PRun(tuple(results), tuple(names), tuple(devices), tuple(tuple(r) for r in access), int(nbytes),
                   int(latency_nbytes), topology, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+# --------------------------------------------------------------------------- what notebook 04 shows
+def measure_here(*, all_pairs: bool, quick: bool, progress: bool = True) -> Found:
+    """This machine's matrices: every GPU pair (`all_pairs`), or the copy inside GPU0 and its loopback staging."""
+    env = environment(parameters={"quick": quick})
+    run = measure(None if all_pairs else [0], nbytes=QUICK_BANDWIDTH_BYTES if quick else BANDWIDTH_BYTES,
+                  repeats=QUICK_REPEATS if quick else timing.DEFAULT_REPEATS, topology=env.get("topology"),
+                  progress=progress)
+    return Found(run, run.label, note="\n".join(f"- warning: {w}" for w in run.warnings) or None)
+
+
+def what_this_run_measures(local_mode: str, pairs_mode: str) -> str:
+    """One sentence for the reader: what of notebook 04 this run measures, and what it replays."""
+    return {
+        ("live", "live"): "every GPU pair of this machine is measured live below.",
+        ("live", "reference"): ("this machine has one GPU, so there is no pair: the copy inside the GPU and a "
+                                "GPU→host→GPU staged copy are measured live; every matrix of GPU pairs below is "
+                                "replayed from recorded systems."),
+        ("reference", "reference"): ("no GPU is used in this run (none here, or mode='reference'): every number "
+                                     "below is replayed from the recorded systems, each labelled with its source."),
+    }[(local_mode, pairs_mode)]
+
+
+def gpus_measured(run, pairs: bool = False) -> int:
+    """GPUs a live run measured (0 for none); with `pairs`, 0 unless it measured pairs (two or more)."""
+    n = len(run.indices) if run is not None else 0
+    return n if not pairs or n > 1 else 0
