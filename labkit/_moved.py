@@ -20,8 +20,14 @@ import warnings
 MOVED: dict[str, tuple[str, ...]] = {
     "labkit.transfer": ("labkit.copies.sweeps",),
     "labkit.latency_curve": ("labkit.copies.curves",),
-    "labkit.pinned": ("labkit.copies.pinned", "labkit.copies.pinned_vs_pageable", "labkit.copies.pin_cost",
-                      "labkit.copies.dataloader", "labkit.copies.pitfall", "labkit.copies.bench_pinned"),
+    "labkit.pinned": (
+        "labkit.copies.pinned",
+        "labkit.copies.pinned_vs_pageable",
+        "labkit.copies.pin_cost",
+        "labkit.copies.dataloader",
+        "labkit.copies.pitfall",
+        "labkit.copies.bench_pinned",
+    ),
     "labkit.fidelity": ("labkit.copies.fidelity", "labkit.copies.bench_fidelity"),
     "labkit.transfer_bench": ("labkit.copies.bench_copy", "labkit.copies.bench_host"),
     "labkit.transfer_record": ("labkit.copies.bench_copy",),
@@ -45,8 +51,11 @@ def _lookup(old: str, new: tuple[str, ...], name: str):
     for target in new:
         mod = importlib.import_module(target)
         if hasattr(mod, name):
-            warnings.warn(f"{old}.{name} moved to {target}.{name} (labkit issue 14); the old path goes in the next "
-                          "release", DeprecationWarning, stacklevel=3)
+            warnings.warn(
+                f"{old}.{name} moved to {target}.{name} (labkit issue 14); the old path goes in the next release",
+                DeprecationWarning,
+                stacklevel=3,
+            )
             return getattr(mod, name)
     raise AttributeError(f"module {old!r} has no attribute {name!r} (its code moved to {', '.join(new)})")
 

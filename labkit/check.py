@@ -32,11 +32,14 @@ class CheckResult:
         return f"[{self.status}] {self.name}: {self.message}"
 
 
-def numeric(name: str, answer, expected: float, *, rel_tol: float = DEFAULT_REL_TOL, unit: str = "",
-            hint: str = "") -> CheckResult:
+def numeric(
+    name: str, answer, expected: float, *, rel_tol: float = DEFAULT_REL_TOL, unit: str = "", hint: str = ""
+) -> CheckResult:
     """Check a number against the expected value within a relative tolerance."""
     if answer is None or answer is Ellipsis:
-        return CheckResult(name, NOT_ATTEMPTED, f"replace the placeholder with your answer{f' (in {unit})' if unit else ''}")
+        return CheckResult(
+            name, NOT_ATTEMPTED, f"replace the placeholder with your answer{f' (in {unit})' if unit else ''}"
+        )
     try:
         value = float(answer)
     except (TypeError, ValueError):
@@ -66,5 +69,9 @@ def predict_score(name: str, guess, measured: float, unit: str = "") -> CheckRes
         return CheckResult(name, WRONG, "predictions and measurements are positive numbers")
     factor = max(g / measured, measured / g)
     status = CORRECT if factor <= 2 else WRONG
-    return CheckResult(name, status, f"you guessed {g:.4g} {unit}, measured {measured:.4g} {unit}: off by ×{factor:.2f}"
-                                      + (" — within a factor of 2" if status == CORRECT else ""))
+    return CheckResult(
+        name,
+        status,
+        f"you guessed {g:.4g} {unit}, measured {measured:.4g} {unit}: off by ×{factor:.2f}"
+        + (" — within a factor of 2" if status == CORRECT else ""),
+    )

@@ -16,6 +16,7 @@ from .student import build
 from .system import environment
 from .units import format_time, parse_size
 
+
 def _load_bench(name: str):
     mod = benches.load(BENCHES[name])
     if mod is None:
@@ -55,8 +56,15 @@ def cmd_ref(args) -> int:
     if args.action == "import":
         if not args.name or not args.prefix:
             raise SystemExit("labkit ref import PROFILE --prefix NAME: give the profile folder and a name prefix")
-        for name in reference.import_profile(args.name, args.prefix, only=args.only, system=args.system,
-                                             caveat=args.caveat or "", dest=args.dest, force=args.force):
+        for name in reference.import_profile(
+            args.name,
+            args.prefix,
+            only=args.only,
+            system=args.system,
+            caveat=args.caveat or "",
+            dest=args.dest,
+            force=args.force,
+        ):
             print(f"imported {name}")
         return 0
     if args.action == "profiles":
@@ -77,8 +85,11 @@ def cmd_ref(args) -> int:
     if args.rows:
         rows = ds.frame.head(args.rows).copy()
         for col in rows.columns:  # byte counts stay integers when some rows have none (pandas makes them float)
-            if (col == "nbytes" or col.endswith("_bytes")) and rows[col].dtype.kind == "f" \
-                    and (rows[col].dropna() % 1 == 0).all():
+            if (
+                (col == "nbytes" or col.endswith("_bytes"))
+                and rows[col].dtype.kind == "f"
+                and (rows[col].dropna() % 1 == 0).all()
+            ):
                 rows[col] = rows[col].astype("Int64")
         print(rows.to_string(index=False))
     return 0
@@ -91,12 +102,21 @@ def cmd_record(args) -> int:
 
 
 def cmd_run(args) -> int:
-    results = run_notebooks(args.notebooks or None, out_dir=args.out, mode=args.mode, quick=args.quick,
-                            reference=args.reference, html=args.html, timeout=args.timeout)
+    results = run_notebooks(
+        args.notebooks or None,
+        out_dir=args.out,
+        mode=args.mode,
+        quick=args.quick,
+        reference=args.reference,
+        html=args.html,
+        timeout=args.timeout,
+    )
     failed = [r for r in results if not r["ok"]]
     for r in results:
-        print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['notebook']}  {r['seconds']:.1f} s  -> {r['output']}"
-              + (f"\n     {r['error']}" if r.get("error") else ""))
+        print(
+            f"{'ok  ' if r['ok'] else 'FAIL'} {r['notebook']}  {r['seconds']:.1f} s  -> {r['output']}"
+            + (f"\n     {r['error']}" if r.get("error") else "")
+        )
     return 1 if failed else 0
 
 
@@ -104,16 +124,28 @@ def cmd_model(args) -> int:
     S = parse_size(args.size)
     kw = {}
     if args.algorithm == "hierarchical":
-        kw = dict(gpus_per_node=args.gpus_per_node, inter_bandwidth_GBps=args.inter_bandwidth,
-                  inter_latency_s=args.inter_latency_us * 1e-6 if args.inter_latency_us is not None else None)
+        kw = dict(
+            gpus_per_node=args.gpus_per_node,
+            inter_bandwidth_GBps=args.inter_bandwidth,
+            inter_latency_s=args.inter_latency_us * 1e-6 if args.inter_latency_us is not None else None,
+        )
     t = allreduce_time(S, args.gpus, args.bandwidth, args.latency_us * 1e-6, args.algorithm, **kw)
-    rec = {"model": f"allreduce/{args.algorithm}", "nbytes": S, "world_size": args.gpus,
-           "bandwidth_GBps_per_direction": args.bandwidth, "latency_s": args.latency_us * 1e-6, "seconds": t, **kw}
+    rec = {
+        "model": f"allreduce/{args.algorithm}",
+        "nbytes": S,
+        "world_size": args.gpus,
+        "bandwidth_GBps_per_direction": args.bandwidth,
+        "latency_s": args.latency_us * 1e-6,
+        "seconds": t,
+        **kw,
+    }
     if args.json:
         print(json.dumps(rec))
     else:
-        print(f"model: {args.algorithm} all-reduce of {args.size} on {args.gpus} GPUs at {args.bandwidth:g} GB/s "
-              f"per direction, α = {args.latency_us:g} µs: {format_time(t)}")
+        print(
+            f"model: {args.algorithm} all-reduce of {args.size} on {args.gpus} GPUs at {args.bandwidth:g} GB/s "
+            f"per direction, α = {args.latency_us:g} µs: {format_time(t)}"
+        )
     return 0
 
 
@@ -155,8 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("ref", help="reference datasets")
-    r.add_argument("action", choices=["list", "show", "profiles", "import"],
-                   help="list datasets, show one, list shipped profiles, or import a profile's datasets")
+    r.add_argument(
+        "action",
+        choices=["list", "show", "profiles", "import"],
+        help="list datasets, show one, list shipped profiles, or import a profile's datasets",
+    )
     r.add_argument("name", nargs="?", help="dataset name (show) or profile folder (import)")
     r.add_argument("--folder", help="a profile folder instead of the shipped data")
     r.add_argument("--kind", help="only datasets of this kind")
@@ -191,7 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--gpus", type=int, required=True)
     m.add_argument("--bandwidth", type=float, required=True, help="GB/s per GPU, per direction")
     m.add_argument("--latency-us", type=float, default=0.0, help="α per message, µs")
-    m.add_argument("--algorithm", default="ring", choices=["ring", "tree", "naive", "recursive_doubling", "hierarchical"])
+    m.add_argument(
+        "--algorithm", default="ring", choices=["ring", "tree", "naive", "recursive_doubling", "hierarchical"]
+    )
     m.add_argument("--gpus-per-node", type=int)
     m.add_argument("--inter-bandwidth", type=float, help="GB/s per direction between groups (hierarchical)")
     m.add_argument("--inter-latency-us", type=float)

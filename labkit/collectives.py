@@ -127,7 +127,9 @@ def summation_tolerance(abs_sum, world_size: int, dtype: str = "float32"):
     return 2 * (int(world_size) - 1) * UNIT_ROUNDOFF[dtype] * abs_sum
 
 
-def within_summation_tolerance(result, expected, abs_sum, world_size: int, dtype: str = "float32") -> tuple[bool, float]:
+def within_summation_tolerance(
+    result, expected, abs_sum, world_size: int, dtype: str = "float32"
+) -> tuple[bool, float]:
     """(every element within `summation_tolerance`, the largest difference) of two all-reduce results.
 
     The one correctness criterion for every all-reduce labkit times against the library (the hand-written
@@ -135,6 +137,7 @@ def within_summation_tolerance(result, expected, abs_sum, world_size: int, dtype
     differs from `expected` by no more than two summation orders can. `abs_sum` is the elementwise sum
     over ranks of |input|. Torch tensors or numpy arrays; compared in float64.
     """
+
     def as64(x):
         return x.double() if hasattr(x, "double") else np.asarray(x, dtype=np.float64)
 
@@ -146,10 +149,18 @@ def within_summation_tolerance(result, expected, abs_sum, world_size: int, dtype
 
 
 # --------------------------------------------------------------------------- timing a collective
-def time_collectives(calls: dict[str, Callable[[], object]], *, repeats: int, warmup: int, barrier: Callable[[], object],
-                     sync: Callable[[], object] = lambda: None, prepare: Callable[[str], object] = lambda name: None,
-                     before: Callable[[int, str], object] = lambda rep, name: None, inner: int = 1,
-                     clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+def time_collectives(
+    calls: dict[str, Callable[[], object]],
+    *,
+    repeats: int,
+    warmup: int,
+    barrier: Callable[[], object],
+    sync: Callable[[], object] = lambda: None,
+    prepare: Callable[[str], object] = lambda name: None,
+    before: Callable[[int, str], object] = lambda rep, name: None,
+    inner: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
     """This rank's seconds per call of each collective in `calls` — the one timing loop behind every busbw labkit reports.
 
     nccl-tests' method (common.cu, BenchTime: a barrier, then `iters` back-to-back collectives, waited for

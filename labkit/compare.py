@@ -57,8 +57,13 @@ class Rule:
 RULES: dict[str, Rule] = {
     "copy_sweep": Rule(("direction", "memory"), ("run", "copy_engine"), ("nbytes",), ("bandwidth_GBps",), True),
     # busbw first: it is what nccl-tests compares across world sizes; time_us last (turned into algbw = S/t)
-    "allreduce_sweep": Rule(("world_size", "nodes", "config"), ("placement", "dtype"), ("nbytes",),
-                            ("busbw_GBps", "algbw_GBps", "time_us"), True),
+    "allreduce_sweep": Rule(
+        ("world_size", "nodes", "config"),
+        ("placement", "dtype"),
+        ("nbytes",),
+        ("busbw_GBps", "algbw_GBps", "time_us"),
+        True,
+    ),
     "p2p_matrix": Rule(("matrix", "p2p"), ("mode",), ("src", "dst"), ("bandwidth_GBps", "latency_us"), False),
     "latency_table": Rule(("op", "config"), ("nbytes",), ("world_size",), ("time_us",), False),
     # isolated values: same quantity in the same unit (a column here); a size, where given, tells rows apart
@@ -67,7 +72,9 @@ RULES: dict[str, Rule] = {
 
 #: value column → (quantity, unit) for table headers and axis labels.
 QUANTITIES = {
-    "bandwidth_GBps": ("bandwidth", "GB/s"), "busbw_GBps": ("busbw", "GB/s"), "algbw_GBps": ("algbw", "GB/s"),
+    "bandwidth_GBps": ("bandwidth", "GB/s"),
+    "busbw_GBps": ("busbw", "GB/s"),
+    "algbw_GBps": ("algbw", "GB/s"),
     "latency_us": ("latency", "µs"),
 }
 
@@ -103,12 +110,15 @@ def load_source(spec: str) -> Source:
             raise CompareError(
                 f"{spec} is labkit's shipped reference data: many systems, not one. Name the recorded "
                 "systems to compare with, e.g. `labkit compare profiles/mynode NAME` "
-                "(names: `labkit ref list --kind copy_sweep`)")
+                "(names: `labkit ref list --kind copy_sweep`)"
+            )
         info = reference.check_profile(p)
         names = reference.list_datasets(p)
         if not names:
-            raise CompareError(f"{spec}: not a profile folder (no <name>.meta.json datasets); "
-                               f"write one with `labkit record --out {spec}`")
+            raise CompareError(
+                f"{spec}: not a profile folder (no <name>.meta.json datasets); "
+                f"write one with `labkit record --out {spec}`"
+            )
         datasets = tuple(reference.load(n, p) for n in names)
         env = info.get("environment") or datasets[0].meta.get("environment") or {}
         host = info.get("host") or env.get("host") or datasets[0].meta["system"]
@@ -119,8 +129,9 @@ def load_source(spec: str) -> Source:
     else:
         ds = reference.load(spec)
     env = ds.meta.get("environment") or {}
-    return Source(ds.name, _short(env.get("host") or ds.meta["system"]), str(ds.meta["date"])[:10], str(spec),
-                  (ds,), False)
+    return Source(
+        ds.name, _short(env.get("host") or ds.meta["system"]), str(ds.meta["date"])[:10], str(spec), (ds,), False
+    )
 
 
 # --------------------------------------------------------------------------- series
@@ -152,8 +163,10 @@ class Series:
         """(x tuple → value) for the rows where `column` is filled."""
         rule = RULES[self.dataset.kind]
         f = self.rows[self.rows[column].notna()]
-        return {tuple(_plain(v) for v in row[:-1]): float(row[-1])
-                for row in f[list(rule.x) + [column]].itertuples(index=False, name=None)}
+        return {
+            tuple(_plain(v) for v in row[:-1]): float(row[-1])
+            for row in f[list(rule.x) + [column]].itertuples(index=False, name=None)
+        }
 
 
 def _plain(v):
@@ -183,13 +196,21 @@ def series_of(source: Source, ds: Dataset) -> list[Series]:
     for key, g in f.groupby(list(rule.match) + split + ["_direction"], sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         n = len(rule.match)
-        s = Series(source, ds, tuple(_plain(k) for k in key[:n]),
-                   tuple((c, v) for c, v in zip(split, key[n:-1]) if v != ""), key[-1], g)
+        s = Series(
+            source,
+            ds,
+            tuple(_plain(k) for k in key[:n]),
+            tuple((c, v) for c, v in zip(split, key[n:-1]) if v != ""),
+            key[-1],
+            g,
+        )
         dup = g[g.duplicated(list(rule.x), keep=False)]
         if len(dup):
             first = ", ".join(f"{c}={_plain(dup.iloc[0][c])}" for c in rule.x)
-            raise CompareError(f"{s.where}: several rows for {_key_text(rule, s.key)} at {first}; "
-                               "cannot tell which one to compare (add a column that tells them apart)")
+            raise CompareError(
+                f"{s.where}: several rows for {_key_text(rule, s.key)} at {first}; "
+                "cannot tell which one to compare (add a column that tells them apart)"
+            )
         out.append(s)
     return out
 
@@ -262,21 +283,35 @@ def _sweep_summary(s: Series, column: str, sizes: list[int]) -> dict:
             if miss > FIT_MEDIAN_RESIDUAL_WARN:
                 notes.append(f"the α-β law fits poorly (median residual {100 * miss:.0f}%): n½ is a rough guide only")
     else:
-        notes.append(f"{len(sizes)} common size{'s' if len(sizes) != 1 else ''}: too few for an α-β fit "
-                     f"(needs {MIN_POINTS_FOR_FIT})")
+        notes.append(
+            f"{len(sizes)} common size{'s' if len(sizes) != 1 else ''}: too few for an α-β fit "
+            f"(needs {MIN_POINTS_FOR_FIT})"
+        )
     if n_half is not None and sizes[-1] < PLATEAU_MIN_N_HALF * n_half:
-        notes.append(f"largest common size {format_bytes(sizes[-1])} is below {PLATEAU_MIN_N_HALF}·n½: "
-                     "not yet on the plateau, the plateau value understates the link")
+        notes.append(
+            f"largest common size {format_bytes(sizes[-1])} is below {PLATEAU_MIN_N_HALF}·n½: "
+            "not yet on the plateau, the plateau value understates the link"
+        )
     where = format_bytes(top[0]) if len(top) == 1 else f"{format_bytes(top[0])} – {format_bytes(top[-1])}"
-    return {"plateau": plateau, "plateau_sizes": where,
-            "n_half_bytes": n_half, "n_half": format_bytes(n_half) if n_half is not None else None, "notes": notes}
+    return {
+        "plateau": plateau,
+        "plateau_sizes": where,
+        "n_half_bytes": n_half,
+        "n_half": format_bytes(n_half) if n_half is not None else None,
+        "notes": notes,
+    }
 
 
 def _table_summary(s: Series, column: str, cells: list[tuple]) -> dict:
     pts = s.points(column)
     v = np.array([pts[c] for c in cells], dtype=float)
-    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max()), "cells": len(cells),
-            "notes": []}
+    return {
+        "median": float(np.median(v)),
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "cells": len(cells),
+        "notes": [],
+    }
 
 
 def _describe_x(rule: Rule, xs) -> str:
@@ -293,7 +328,7 @@ def _describe_x(rule: Rule, xs) -> str:
 def _first_pair_without(series, test):
     """The first two series (of different sources) for which test(a, b) is true, for error messages."""
     for i, a in enumerate(series):
-        for b in series[i + 1:]:
+        for b in series[i + 1 :]:
             if test(a, b):
                 return a, b
     return series[0], series[1]
@@ -307,19 +342,22 @@ def compare_group(kind: str, slot: str, key: tuple, direction: str, series: list
         a, b = _first_pair_without(series, lambda a, b: not set(a.filled(rule.values)) & set(b.filled(rule.values)))
         raise CompareError(
             f"cannot compare {_key_text(rule, key)} ({kind}): {a.where} has {a.filled(rule.values) or 'no values'} "
-            f"but {b.where} has {b.filled(rule.values) or 'no values'} — no value column with the same unit in both")
+            f"but {b.where} has {b.filled(rule.values) or 'no values'} — no value column with the same unit in both"
+        )
     column = columns[0]
     xsets = [set(s.points(column)) for s in series]
     common = set.intersection(*xsets)
     if not common:
-        i, j = next(((i, j) for i in range(len(series)) for j in range(i + 1, len(series))
-                     if not xsets[i] & xsets[j]), (0, 1))
+        i, j = next(
+            ((i, j) for i in range(len(series)) for j in range(i + 1, len(series)) if not xsets[i] & xsets[j]), (0, 1)
+        )
         a, b = series[i], series[j]
         what = "message size" if rule.sweep else "/".join(rule.x)
         raise CompareError(
             f"cannot compare {_key_text(rule, key)} ({kind}, {column}): {a.where} and {b.where} have no "
             f"{what} in common ({_describe_x(rule, xsets[i])} vs {_describe_x(rule, xsets[j])}); "
-            "labkit compares numbers only at points both measured")
+            "labkit compares numbers only at points both measured"
+        )
     common = tuple(sorted(common))
     shown = Group(kind, slot, key, direction, column, common, (), ()).shown
     rows = []
@@ -328,10 +366,24 @@ def compare_group(kind: str, slot: str, key: tuple, direction: str, series: list
             summary = _sweep_summary(s, column, [x[0] for x in common])
         else:
             summary = _table_summary(s, column, list(shown))
-        rows.append({"kind": kind, "slot": slot, "group": _key_text(rule, key), "bandwidth_direction": direction,
-                     "value_column": column, "source": s.source.name, "host": s.source.host, "date": s.source.date,
-                     "path": s.source.path, "dataset": s.dataset.name, "series": s.split_text,
-                     "provenance": s.dataset.meta["provenance"], "common": _describe_x(rule, shown), **summary})
+        rows.append(
+            {
+                "kind": kind,
+                "slot": slot,
+                "group": _key_text(rule, key),
+                "bandwidth_direction": direction,
+                "value_column": column,
+                "source": s.source.name,
+                "host": s.source.host,
+                "date": s.source.date,
+                "path": s.source.path,
+                "dataset": s.dataset.name,
+                "series": s.split_text,
+                "provenance": s.dataset.meta["provenance"],
+                "common": _describe_x(rule, shown),
+                **summary,
+            }
+        )
         if kind == "p2p_matrix" and shown != common:
             rows[-1]["notes"].append("off-diagonal pairs only (the diagonal is a GPU's own memory)")
     ref_key = "plateau" if rule.sweep else "median"
@@ -355,11 +407,22 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {
-            "sources": [{"name": s.name, "host": s.host, "date": s.date, "path": s.path,
-                         "datasets": [d.name for d in s.datasets], "profile": s.is_profile} for s in self.sources],
-            "method": {"plateau": f"median of the {PLATEAU_SIZES} largest sizes every series measured",
-                       "n_half": "α·β of t = α + n/β fitted (labkit.models.fit_alpha_beta) on the common sizes",
-                       "vs_first_pct": "plateau (sweeps) or median (matrices, tables) relative to the first source"},
+            "sources": [
+                {
+                    "name": s.name,
+                    "host": s.host,
+                    "date": s.date,
+                    "path": s.path,
+                    "datasets": [d.name for d in s.datasets],
+                    "profile": s.is_profile,
+                }
+                for s in self.sources
+            ],
+            "method": {
+                "plateau": f"median of the {PLATEAU_SIZES} largest sizes every series measured",
+                "n_half": "α·β of t = α + n/β fitted (labkit.models.fit_alpha_beta) on the common sizes",
+                "vs_first_pct": "plateau (sweeps) or median (matrices, tables) relative to the first source",
+            },
             "comparisons": [dict(r) for g in self.groups for r in g.rows],
             "not_compared": list(self.not_compared),
         }
@@ -368,8 +431,11 @@ class Comparison:
         """Plain text: the sources, then one block per group with one line per series."""
         import pandas as pd
 
-        out = ["sources:"] + [f"  {s.name} — {s.host}, {s.date}" + (f"  ({s.path})" if s.path != s.name else "")
-                              for s in self.sources] + [""]
+        out = (
+            ["sources:"]
+            + [f"  {s.name} — {s.host}, {s.date}" + (f"  ({s.path})" if s.path != s.name else "") for s in self.sources]
+            + [""]
+        )
         for g in self.groups:
             q, unit = g.quantity
             head = f"{g.title} · {g.direction} · {g.value_column}"
@@ -377,15 +443,31 @@ class Comparison:
             first = g.rows[0]
             if g.rule.sweep:
                 n_top = min(PLATEAU_SIZES, len(g.common))
-                out.append(f"  compared at {first['common']}; plateau = median of the {n_top} largest "
-                           f"({first['plateau_sizes']})" if n_top > 1 else
-                           f"  compared at {first['common']}; plateau = the value there")
-                cols = {"source": "source", "dataset": "dataset", "series": "series",
-                        "plateau": f"plateau {q} ({unit})", "n_half": "n½", "vs_first_pct": "vs first"}
+                out.append(
+                    f"  compared at {first['common']}; plateau = median of the {n_top} largest "
+                    f"({first['plateau_sizes']})"
+                    if n_top > 1
+                    else f"  compared at {first['common']}; plateau = the value there"
+                )
+                cols = {
+                    "source": "source",
+                    "dataset": "dataset",
+                    "series": "series",
+                    "plateau": f"plateau {q} ({unit})",
+                    "n_half": "n½",
+                    "vs_first_pct": "vs first",
+                }
             else:
                 out.append(f"  compared at {first['common']}")
-                cols = {"source": "source", "dataset": "dataset", "series": "series",
-                        "median": f"median {q} ({unit})", "min": "min", "max": "max", "vs_first_pct": "vs first"}
+                cols = {
+                    "source": "source",
+                    "dataset": "dataset",
+                    "series": "series",
+                    "median": f"median {q} ({unit})",
+                    "min": "min",
+                    "max": "max",
+                    "vs_first_pct": "vs first",
+                }
             f = pd.DataFrame([{k: r.get(k) for k in cols} for r in g.rows])
             if not f["series"].astype(bool).any():
                 f = f.drop(columns="series")
@@ -410,16 +492,20 @@ class Comparison:
 
     def figures(self) -> dict:
         """kind → matplotlib Figure: one panel per group, one line per source."""
-        return {kind: plot_kind([g for g in self.groups if g.kind == kind])
-                for kind in dict.fromkeys(g.kind for g in self.groups)}
+        return {
+            kind: plot_kind([g for g in self.groups if g.kind == kind])
+            for kind in dict.fromkeys(g.kind for g in self.groups)
+        }
 
 
 def compare(specs, kinds=None) -> Comparison:
     """Compare profiles / datasets (see the module docstring); raises CompareError on unlike numbers."""
     sources = _with_unique_labels([load_source(s) for s in specs])
     if len(sources) < 2:
-        raise CompareError("give at least two profiles or datasets to compare (e.g. two `labkit record` folders, "
-                           "or a profile and a reference name from `labkit ref list`)")
+        raise CompareError(
+            "give at least two profiles or datasets to compare (e.g. two `labkit record` folders, "
+            "or a profile and a reference name from `labkit ref list`)"
+        )
     by_name = all(s.is_profile for s in sources)
     slots: dict[str, list[tuple[Source, Dataset]]] = {}
     for s in sources:
@@ -437,8 +523,10 @@ def compare(specs, kinds=None) -> Comparison:
         kinds_here = {ds.kind for _, ds in members}
         if len(kinds_here) > 1:
             (sa, a), (sb, b) = members[0], next(m for m in members if m[1].kind != members[0][1].kind)
-            raise CompareError(f"cannot compare dataset {a.name!r} of {sa.path!r} (kind {a.kind!r}) with "
-                               f"{b.name!r} of {sb.path!r} (kind {b.kind!r}): different kinds")
+            raise CompareError(
+                f"cannot compare dataset {a.name!r} of {sa.path!r} (kind {a.kind!r}) with "
+                f"{b.name!r} of {sb.path!r} (kind {b.kind!r}): different kinds"
+            )
         kind = kinds_here.pop()
         if kind not in RULES:
             skipped.append(f"{slot}: kind {kind!r} has no comparison rule (compare handles {', '.join(RULES)})")
@@ -446,8 +534,11 @@ def compare(specs, kinds=None) -> Comparison:
         groups += _compare_slot(kind, slot, [x for s, ds in members for x in series_of(s, ds)], skipped)
     if not groups:
         have = "".join(f"\n  - {s.label}: {', '.join(sorted({d.kind for d in s.datasets}))}" for s in sources)
-        raise CompareError("nothing to compare: no series is held by two sources with the same key columns"
-                           + "".join(f"\n  - {n}" for n in skipped) + f"\nkinds per source:{have}")
+        raise CompareError(
+            "nothing to compare: no series is held by two sources with the same key columns"
+            + "".join(f"\n  - {n}" for n in skipped)
+            + f"\nkinds per source:{have}"
+        )
     return Comparison(tuple(sources), tuple(groups), tuple(skipped))
 
 
@@ -466,7 +557,7 @@ def _compare_slot(kind: str, slot: str, series: list[Series], skipped: list[str]
         # where they share some, each shared direction is compared and the others are listed
         dirs = {lab: sorted({s.direction for s in ss if s.source.label == lab}) for lab in labels}
         for i, la in enumerate(labels):
-            for lb in labels[i + 1:]:
+            for lb in labels[i + 1 :]:
                 if not set(dirs[la]) & set(dirs[lb]):
                     a = next(s for s in ss if s.source.label == la)
                     b = next(s for s in ss if s.source.label == lb)
@@ -474,13 +565,15 @@ def _compare_slot(kind: str, slot: str, series: list[Series], skipped: list[str]
                         f"cannot compare {_key_text(rule, key)} ({kind}): {a.where} is {' + '.join(dirs[la])} "
                         f"but {b.where} is {' + '.join(dirs[lb])} — bandwidths of different directions "
                         "(unidirectional; bidirectional = both directions summed; aggregate = several links "
-                        "summed) are not the same quantity")
+                        "summed) are not the same quantity"
+                    )
         for direction in dict.fromkeys(d for lab in labels for d in dirs[lab]):
             sub = [s for s in ss if s.direction == direction]
             holders = list(dict.fromkeys(s.source.label for s in sub))
             if len(holders) < 2:
-                skipped.append(f"{kind} {_key_text(rule, key)} ({direction}, {sub[0].dataset.name}): "
-                               f"only in {holders[0]}")
+                skipped.append(
+                    f"{kind} {_key_text(rule, key)} ({direction}, {sub[0].dataset.name}): only in {holders[0]}"
+                )
                 continue
             groups.append(compare_group(kind, slot, key, direction, sub))
     return groups
@@ -507,7 +600,7 @@ def plot_kind(groups: list[Group]):
     axes = [axes] if len(groups) == 1 else list(axes)
     for ax, g in zip(axes, groups):
         _plot_group(ax, g)
-    for ax in axes[len(groups):]:
+    for ax in axes[len(groups) :]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig
@@ -515,8 +608,10 @@ def plot_kind(groups: list[Group]):
 
 def _legend_labels(g: Group) -> list[str]:
     labels = [s.source.label for s in g.series]
-    return [lab if labels.count(lab) == 1 else f"{lab} · {s.dataset.name}{' [' + s.split_text + ']' if s.split else ''}"
-            for lab, s in zip(labels, g.series)]
+    return [
+        lab if labels.count(lab) == 1 else f"{lab} · {s.dataset.name}{' [' + s.split_text + ']' if s.split else ''}"
+        for lab, s in zip(labels, g.series)
+    ]
 
 
 def _plot_group(ax, g: Group) -> None:
@@ -541,9 +636,9 @@ def _plot_group(ax, g: Group) -> None:
         ax.set_xticklabels([_tick(g.kind, c) for c in g.shown], rotation=90, fontsize=6 if len(g.shown) > 16 else 8)
         ax.set_ylim(bottom=0)
         xlabel = {"p2p_matrix": "GPU pair (src → dst index)", "point": "message size (bytes, where given)"}.get(
-            g.kind, f"{', '.join(g.rule.x)} (ranks)")
-    plots.finish(ax, f"{g.title}\n{q} ({g.value_column}){direction}", xlabel, f"{q} ({unit}{direction})",
-                 legend=False)
+            g.kind, f"{', '.join(g.rule.x)} (ranks)"
+        )
+    plots.finish(ax, f"{g.title}\n{q} ({g.value_column}){direction}", xlabel, f"{q} ({unit}{direction})", legend=False)
     # under the panel, so that long source names never cover the data
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
 

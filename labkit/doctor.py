@@ -19,17 +19,27 @@ def diagnose(env: dict) -> list[Finding]:
     # Peer access, pair by pair, with the likely cause read from the topology.
     out += doctor_findings(env)
     if (env.get("cuda_device_count") or 0) >= 2:
-        out.append(Finding("info", "peer access says a path exists, not how fast it is: `labkit bench p2p` measures "
-                                   "every pair and flags pairs slower than their link type promises"))
+        out.append(
+            Finding(
+                "info",
+                "peer access says a path exists, not how fast it is: `labkit bench p2p` measures "
+                "every pair and flags pairs slower than their link type promises",
+            )
+        )
     if env.get("topology"):
         try:
             topo = parse_topology(env["topology"])
             gpus = [d for d in topo.index if d.startswith("GPU")]
-            sys_pairs = [f"{a}-{b}" for i, a in enumerate(gpus) for b in gpus[i + 1:] if topo.loc[a, b] == "SYS"]
+            sys_pairs = [f"{a}-{b}" for i, a in enumerate(gpus) for b in gpus[i + 1 :] if topo.loc[a, b] == "SYS"]
             # With peer access known, doctor_findings has already named each SYS pair with its access.
             if sys_pairs and not env.get("peer_access"):
-                out.append(Finding("info", f"GPU pairs across CPU sockets (SYS): {', '.join(sys_pairs)}; keep tensor-"
-                                           "parallel groups off these pairs."))
+                out.append(
+                    Finding(
+                        "info",
+                        f"GPU pairs across CPU sockets (SYS): {', '.join(sys_pairs)}; keep tensor-"
+                        "parallel groups off these pairs.",
+                    )
+                )
         except ValueError as e:
             out.append(Finding("info", f"could not parse `nvidia-smi topo -m`: {e}"))
     return out
@@ -43,13 +53,17 @@ def _numa_text(node) -> str:
 def report(env: dict | None = None) -> str:
     """The text `labkit doctor` prints: the machine, its GPUs and topology, then every finding."""
     env = env or environment()
-    lines = [f"labkit {env['labkit']} on {env['host']} — {env['platform']}",
-             f"CPU: {env['cpu']} ({env['cpu_count']} logical CPUs); NUMA nodes: {len(env.get('numa_nodes') or {}) or 'unknown'}",
-             f"torch {env.get('torch')} (CUDA build: {env.get('cuda_build') or 'none'}); python {env['python']}"]
+    lines = [
+        f"labkit {env['labkit']} on {env['host']} — {env['platform']}",
+        f"CPU: {env['cpu']} ({env['cpu_count']} logical CPUs); NUMA nodes: {len(env.get('numa_nodes') or {}) or 'unknown'}",
+        f"torch {env.get('torch')} (CUDA build: {env.get('cuda_build') or 'none'}); python {env['python']}",
+    ]
     for g in env.get("gpus", []):
-        lines.append(f"GPU{g['index']}: {g.get('name')}  bus {g.get('bus_id')}  NUMA {_numa_text(g.get('numa_node'))}  "
-                     f"PCIe Gen{g.get('pcie_gen_current')}/{g.get('pcie_gen_max')} "
-                     f"x{g.get('pcie_width_current')}/{g.get('pcie_width_max')} (current/max)  driver {g.get('driver')}")
+        lines.append(
+            f"GPU{g['index']}: {g.get('name')}  bus {g.get('bus_id')}  NUMA {_numa_text(g.get('numa_node'))}  "
+            f"PCIe Gen{g.get('pcie_gen_current')}/{g.get('pcie_gen_max')} "
+            f"x{g.get('pcie_width_current')}/{g.get('pcie_width_max')} (current/max)  driver {g.get('driver')}"
+        )
     if env.get("topology"):
         lines += ["", "nvidia-smi topo -m:", env["topology"].rstrip()]
     lines.append("")

@@ -106,11 +106,15 @@ class RankFailed(LaunchError):
         self.others = dict(others or {})  # rank -> error of ranks that failed after it (usually echoes)
         echo = ""
         if self.others:
-            echo = (f"\n(then rank(s) {', '.join(map(str, sorted(self.others)))} failed too, most likely because "
-                    f"rank {rank} left the collective: " + "; ".join(f"rank {r}: {e.splitlines()[0][:120]}"
-                                                                      for r, e in sorted(self.others.items())) + ")")
-        super().__init__(f"rank {rank} failed: {error}{echo}\n\n--- traceback of rank {rank} ---\n"
-                         f"{traceback_text.rstrip()}")
+            echo = (
+                f"\n(then rank(s) {', '.join(map(str, sorted(self.others)))} failed too, most likely because "
+                f"rank {rank} left the collective: "
+                + "; ".join(f"rank {r}: {e.splitlines()[0][:120]}" for r, e in sorted(self.others.items()))
+                + ")"
+            )
+        super().__init__(
+            f"rank {rank} failed: {error}{echo}\n\n--- traceback of rank {rank} ---\n{traceback_text.rstrip()}"
+        )
 
 
 class LaunchTimeout(LaunchError):
@@ -118,9 +122,11 @@ class LaunchTimeout(LaunchError):
 
     def __init__(self, timeout_s: float, pending: Sequence[int]):
         self.timeout_s, self.pending = timeout_s, list(pending)
-        super().__init__(f"timed out after {timeout_s:g} s: rank(s) {', '.join(map(str, self.pending))} had not "
-                         "finished (a rank waiting for a peer that never sends hangs until the timeout; "
-                         "look for a straggler or a mismatched send/recv)")
+        super().__init__(
+            f"timed out after {timeout_s:g} s: rank(s) {', '.join(map(str, self.pending))} had not "
+            "finished (a rank waiting for a peer that never sends hangs until the timeout; "
+            "look for a straggler or a mismatched send/recv)"
+        )
 
 
 class SetupTimeout(LaunchTimeout):
@@ -132,14 +138,18 @@ class SetupTimeout(LaunchTimeout):
         self.missing, self.waiting = list(missing), list(waiting)
         names = lambda rs: ", ".join(map(str, rs))  # noqa: E731
         if self.missing:
-            text = (f"set-up timed out after {timeout_s:g} s: rank(s) {names(self.missing)} did not arrive (never "
-                    "called init_process_group: the process did not start, is still starting, or is stuck before "
-                    "set-up)")
+            text = (
+                f"set-up timed out after {timeout_s:g} s: rank(s) {names(self.missing)} did not arrive (never "
+                "called init_process_group: the process did not start, is still starting, or is stuck before "
+                "set-up)"
+            )
             if self.waiting:
                 text += f"; rank(s) {names(self.waiting)} waited for them in init_process_group"
         else:
-            text = (f"set-up timed out after {timeout_s:g} s: rank(s) {names(self.waiting)} called "
-                    "init_process_group but the group did not form")
+            text = (
+                f"set-up timed out after {timeout_s:g} s: rank(s) {names(self.waiting)} called "
+                "init_process_group but the group did not form"
+            )
         LaunchError.__init__(self, text)
 
 
@@ -148,9 +158,11 @@ class PortInUse(LaunchError):
 
     def __init__(self, port: int, source: str):
         self.port = port
-        super().__init__(f"port {port} on {HOST} ({source}) is already in use — another program, or an earlier "
-                         "launch still running, is listening on it. Name another port, or leave the port out "
-                         "(port=None, no MASTER_PORT) so the operating system picks a free one.")
+        super().__init__(
+            f"port {port} on {HOST} ({source}) is already in use — another program, or an earlier "
+            "launch still running, is listening on it. Name another port, or leave the port out "
+            "(port=None, no MASTER_PORT) so the operating system picks a free one."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,10 +192,19 @@ def rank_device():
     return torch.device(rank_info().device)
 
 
-def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeout_s: float = DEFAULT_TIMEOUT_S,
-           args: Sequence = (), kwargs: dict | None = None, env: dict | None = None,
-           threads_per_rank: int | None = DEFAULT_THREADS_PER_RANK, setup_timeout_s: float | None = None,
-           port: int | None = None) -> list:
+def launch(
+    worker_fn: Callable,
+    world_size: int,
+    backend: str = "gloo",
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    args: Sequence = (),
+    kwargs: dict | None = None,
+    env: dict | None = None,
+    threads_per_rank: int | None = DEFAULT_THREADS_PER_RANK,
+    setup_timeout_s: float | None = None,
+    port: int | None = None,
+) -> list:
     """Run `worker_fn(rank, world_size, *args, **kwargs)` on `world_size` processes; return results by rank.
 
     backend: "gloo" (CPU, always available) or "nccl" (one CUDA device per rank, rank i on GPU i).
@@ -203,8 +224,9 @@ def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeo
     if setup_timeout_s is None:
         setup_timeout_s = timeout_s
     if not 0 < setup_timeout_s <= timeout_s:
-        raise ValueError(f"setup_timeout_s must be positive and at most timeout_s ({timeout_s:g}), "
-                         f"got {setup_timeout_s}")
+        raise ValueError(
+            f"setup_timeout_s must be positive and at most timeout_s ({timeout_s:g}), got {setup_timeout_s}"
+        )
     port, source = _choose_port(port)
 
     ctx = _context()
@@ -213,9 +235,24 @@ def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeo
     try:
         for rank in range(world_size):
             recv_end, send_end = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_child, name=f"labkit-rank{rank}", daemon=True,
-                            args=(worker_fn, rank, world_size, backend, store.port, timeout_s, tuple(args),
-                                  dict(kwargs or {}), {**os.environ, **(env or {})}, threads_per_rank, send_end))
+            p = ctx.Process(
+                target=_child,
+                name=f"labkit-rank{rank}",
+                daemon=True,
+                args=(
+                    worker_fn,
+                    rank,
+                    world_size,
+                    backend,
+                    store.port,
+                    timeout_s,
+                    tuple(args),
+                    dict(kwargs or {}),
+                    {**os.environ, **(env or {})},
+                    threads_per_rank,
+                    send_end,
+                ),
+            )
             p.start()
             send_end.close()  # the parent keeps only the reading end, so EOF means the child is gone
             procs.append(p)
@@ -232,8 +269,9 @@ def launch(worker_fn: Callable, world_size: int, backend: str = "gloo", *, timeo
 
 def start_method() -> str:
     """How ranks are started: LABKIT_START_METHOD if set, else "forkserver" on Linux and "spawn" elsewhere."""
-    method = os.environ.get(START_METHOD_VAR, "").strip() or ("forkserver" if sys.platform.startswith("linux")
-                                                              else "spawn")
+    method = os.environ.get(START_METHOD_VAR, "").strip() or (
+        "forkserver" if sys.platform.startswith("linux") else "spawn"
+    )
     if method not in START_METHODS:
         raise ValueError(f"{START_METHOD_VAR} must be one of {START_METHODS}, got {method!r}")
     return method
@@ -255,8 +293,10 @@ def check_world_size(world_size: int) -> int:
     if n < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     if n > MAX_RANKS:
-        raise ValueError(f"{n} ranks is more than labkit.launch allows on one machine (MAX_RANKS = {MAX_RANKS}: each "
-                         "rank is a full Python process with torch, and gloo connects every pair); use fewer ranks")
+        raise ValueError(
+            f"{n} ranks is more than labkit.launch allows on one machine (MAX_RANKS = {MAX_RANKS}: each "
+            "rank is a full Python process with torch, and gloo connects every pair); use fewer ranks"
+        )
     return n
 
 
@@ -291,8 +331,11 @@ def _open_store(port: int, source: str, timeout_s: float):
             raise
         if source == "port=":
             raise PortInUse(port, "asked for with port=") from None
-    warnings.warn(f"MASTER_PORT={port} is already in use on {HOST}; labkit.launch uses a free port instead",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"MASTER_PORT={port} is already in use on {HOST}; labkit.launch uses a free port instead",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return store_on(0)
 
 
@@ -307,12 +350,17 @@ def _check(worker_fn, world_size, backend, timeout_s) -> int:
     module = getattr(worker_fn, "__module__", None)
     qualname = getattr(worker_fn, "__qualname__", "")
     if module in (None, "__main__") or "<locals>" in qualname or "<lambda>" in qualname:
-        raise ValueError(f"worker_fn {qualname or worker_fn!r} must be a top-level function in an importable "
-                         "module (the ranks import it by name; a function defined in a notebook cell, "
-                         "a lambda or a nested function cannot be found there). Put it in a .py file.")
+        raise ValueError(
+            f"worker_fn {qualname or worker_fn!r} must be a top-level function in an importable "
+            "module (the ranks import it by name; a function defined in a notebook cell, "
+            "a lambda or a nested function cannot be found there). Put it in a .py file."
+        )
     if backend == "nccl":
-        require_cuda(f"backend 'nccl' with {n} ranks (one CUDA device per rank)", gpus=n,
-                     hint=", backend='gloo' (CPU), or fewer ranks")
+        require_cuda(
+            f"backend 'nccl' with {n} ranks (one CUDA device per rank)",
+            gpus=n,
+            hint=", backend='gloo' (CPU), or fewer ranks",
+        )
     return n
 
 
@@ -366,11 +414,14 @@ def _collect(procs, conns, timeout_s: float, setup_timeout_s: float | None = Non
                     code = procs[r].exitcode
                     # A silent death is never an echo of another rank's failure, and the parent notices
                     # it late, so it sorts before every reported exception (time = -inf).
-                    st.failures[r] = (float("-inf"), f"process ended ({_exit_text(code)}) without reporting a result",
-                                      "(no Python traceback: the process crashed, was killed, or failed while "
-                                      "starting — its stderr, e.g. the terminal running Jupyter, may say why; a "
-                                      "script that calls launch() must guard it with "
-                                      "`if __name__ == '__main__':`)")
+                    st.failures[r] = (
+                        float("-inf"),
+                        f"process ended ({_exit_text(code)}) without reporting a result",
+                        "(no Python traceback: the process crashed, was killed, or failed while "
+                        "starting — its stderr, e.g. the terminal running Jupyter, may say why; a "
+                        "script that calls launch() must guard it with "
+                        "`if __name__ == '__main__':`)",
+                    )
             elif ready in open_conns:
                 _take(ready, by_conn[id(ready)], st, open_conns)
         if st.failures and first_failure_seen == float("inf"):

@@ -14,11 +14,11 @@ import numpy as np
 
 from .units import GB
 
-
 # --------------------------------------------------------------------------- the α-β law
 #: A sweep needs at least this many sizes for an α-β fit worth reporting; fewer are shown as points only
 #: (two parameters from two or three points leave the residuals no room to say whether the law holds).
 MIN_POINTS_FOR_FIT = 5
+
 
 @dataclasses.dataclass(frozen=True)
 class AlphaBetaFit:
@@ -59,9 +59,12 @@ class AlphaBetaFit:
         return "latency-bound" if nbytes < self.n_half_bytes else "bandwidth-bound"
 
     def to_dict(self) -> dict:
-        return {"latency_s": self.latency_s, "bandwidth_GBps": self.bandwidth_GBps,
-                "n_half_bytes": self.n_half_bytes,
-                "max_abs_relative_residual": float(np.max(np.abs(self.residuals)))}
+        return {
+            "latency_s": self.latency_s,
+            "bandwidth_GBps": self.bandwidth_GBps,
+            "n_half_bytes": self.n_half_bytes,
+            "max_abs_relative_residual": float(np.max(np.abs(self.residuals))),
+        }
 
 
 def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float]) -> AlphaBetaFit:
@@ -96,9 +99,17 @@ def fit_alpha_beta_from_bandwidth(nbytes: Sequence[float], bandwidth_GBps: Seque
 ALGORITHMS = ("ring", "tree", "naive", "recursive_doubling", "hierarchical")
 
 
-def allreduce_time(nbytes: float, world_size: int, bandwidth_GBps: float, latency_s: float = 0.0,
-                   algorithm: str = "ring", *, gpus_per_node: int | None = None,
-                   inter_bandwidth_GBps: float | None = None, inter_latency_s: float | None = None) -> float:
+def allreduce_time(
+    nbytes: float,
+    world_size: int,
+    bandwidth_GBps: float,
+    latency_s: float = 0.0,
+    algorithm: str = "ring",
+    *,
+    gpus_per_node: int | None = None,
+    inter_bandwidth_GBps: float | None = None,
+    inter_latency_s: float | None = None,
+) -> float:
     """Modelled all-reduce time in seconds.
 
     bandwidth_GBps is per GPU, per direction (a ring sends and receives at once).
@@ -176,10 +187,15 @@ class Spec:
 
 def _pcie(gen: int, gts: float, encoding: float, enc_text: str) -> Spec:
     # 16 lanes × GT/s × encoding efficiency / 8 bits per byte, per direction.
-    return Spec(f"PCIe Gen{gen} x16", round(16 * gts * encoding / 8, 2), "unidirectional", "host_gpu",
-                "x16 link, one direction",
-                f"PCI-SIG PCIe {gen}.0 base spec: {gts:g} GT/s per lane, {enc_text}; 16 lanes / 8 bits "
-                "(computed; packet headers cost a further ~10-20% in practice)")
+    return Spec(
+        f"PCIe Gen{gen} x16",
+        round(16 * gts * encoding / 8, 2),
+        "unidirectional",
+        "host_gpu",
+        "x16 link, one direction",
+        f"PCI-SIG PCIe {gen}.0 base spec: {gts:g} GT/s per lane, {enc_text}; 16 lanes / 8 bits "
+        "(computed; packet headers cost a further ~10-20% in practice)",
+    )
 
 
 SPECS: tuple[Spec, ...] = (
@@ -187,30 +203,102 @@ SPECS: tuple[Spec, ...] = (
     _pcie(4, 16.0, 128 / 130, "128b/130b encoding"),
     _pcie(5, 32.0, 128 / 130, "128b/130b encoding"),
     _pcie(6, 64.0, 242 / 256, "PAM4 FLIT mode, 242 of 256 flit bytes outside FEC/CRC"),
-    Spec("NVLink 3 (A100 SXM, 12 links)", 600.0, "bidirectional", "gpu_gpu", "GPU, all links",
-         "NVIDIA A100 Tensor Core GPU datasheet: NVLink 600 GB/s (sum of both directions)"),
-    Spec("NVLink 4 (H100 SXM, 18 links)", 900.0, "bidirectional", "gpu_gpu", "GPU, all links",
-         "NVIDIA H100 Tensor Core GPU datasheet: NVLink 900 GB/s (sum of both directions)"),
-    Spec("NVLink bridge (H100 PCIe pair)", 600.0, "bidirectional", "gpu_gpu", "GPU pair",
-         "NVIDIA H100 PCIe datasheet: NVLink bridge 600 GB/s (sum of both directions)"),
-    Spec("NVLink 5 (B200, 18 links)", 1800.0, "bidirectional", "gpu_gpu", "GPU, all links",
-         "NVIDIA Blackwell datasheet: NVLink 1.8 TB/s (sum of both directions)"),
-    Spec("NVLink-C2C (GH200 CPU-GPU)", 900.0, "bidirectional", "host_gpu", "superchip",
-         "NVIDIA GH200 Grace Hopper datasheet: NVLink-C2C 900 GB/s (sum of both directions)"),
-    Spec("HBM2e (A100 80GB SXM)", 2039.0, "aggregate", "gpu_memory", "GPU",
-         "NVIDIA A100 datasheet: 2,039 GB/s memory bandwidth (reads + writes)"),
-    Spec("HBM3 (H100 SXM)", 3350.0, "aggregate", "gpu_memory", "GPU",
-         "NVIDIA H100 datasheet: 3.35 TB/s memory bandwidth (reads + writes)"),
-    Spec("HBM3e (H200)", 4800.0, "aggregate", "gpu_memory", "GPU",
-         "NVIDIA H200 datasheet: 4.8 TB/s memory bandwidth (reads + writes)"),
-    Spec("InfiniBand NDR 400 Gb/s", 50.0, "unidirectional", "network", "port, one direction",
-         "InfiniBand Trade Association: NDR 4x = 400 Gb/s per direction = 50 GB/s"),
-    Spec("InfiniBand HDR 200 Gb/s", 25.0, "unidirectional", "network", "port, one direction",
-         "InfiniBand Trade Association: HDR 4x = 200 Gb/s per direction = 25 GB/s"),
-    Spec("Ethernet 100 Gb/s", 12.5, "unidirectional", "network", "port, one direction",
-         "IEEE 802.3: 100 Gb/s per direction = 12.5 GB/s"),
-    Spec("AWS EFA (p4d, 4x100 Gb/s)", 50.0, "unidirectional", "network", "node, one direction",
-         "AWS p4d.24xlarge: 400 Gbps EFA networking = 50 GB/s per direction per node"),
+    Spec(
+        "NVLink 3 (A100 SXM, 12 links)",
+        600.0,
+        "bidirectional",
+        "gpu_gpu",
+        "GPU, all links",
+        "NVIDIA A100 Tensor Core GPU datasheet: NVLink 600 GB/s (sum of both directions)",
+    ),
+    Spec(
+        "NVLink 4 (H100 SXM, 18 links)",
+        900.0,
+        "bidirectional",
+        "gpu_gpu",
+        "GPU, all links",
+        "NVIDIA H100 Tensor Core GPU datasheet: NVLink 900 GB/s (sum of both directions)",
+    ),
+    Spec(
+        "NVLink bridge (H100 PCIe pair)",
+        600.0,
+        "bidirectional",
+        "gpu_gpu",
+        "GPU pair",
+        "NVIDIA H100 PCIe datasheet: NVLink bridge 600 GB/s (sum of both directions)",
+    ),
+    Spec(
+        "NVLink 5 (B200, 18 links)",
+        1800.0,
+        "bidirectional",
+        "gpu_gpu",
+        "GPU, all links",
+        "NVIDIA Blackwell datasheet: NVLink 1.8 TB/s (sum of both directions)",
+    ),
+    Spec(
+        "NVLink-C2C (GH200 CPU-GPU)",
+        900.0,
+        "bidirectional",
+        "host_gpu",
+        "superchip",
+        "NVIDIA GH200 Grace Hopper datasheet: NVLink-C2C 900 GB/s (sum of both directions)",
+    ),
+    Spec(
+        "HBM2e (A100 80GB SXM)",
+        2039.0,
+        "aggregate",
+        "gpu_memory",
+        "GPU",
+        "NVIDIA A100 datasheet: 2,039 GB/s memory bandwidth (reads + writes)",
+    ),
+    Spec(
+        "HBM3 (H100 SXM)",
+        3350.0,
+        "aggregate",
+        "gpu_memory",
+        "GPU",
+        "NVIDIA H100 datasheet: 3.35 TB/s memory bandwidth (reads + writes)",
+    ),
+    Spec(
+        "HBM3e (H200)",
+        4800.0,
+        "aggregate",
+        "gpu_memory",
+        "GPU",
+        "NVIDIA H200 datasheet: 4.8 TB/s memory bandwidth (reads + writes)",
+    ),
+    Spec(
+        "InfiniBand NDR 400 Gb/s",
+        50.0,
+        "unidirectional",
+        "network",
+        "port, one direction",
+        "InfiniBand Trade Association: NDR 4x = 400 Gb/s per direction = 50 GB/s",
+    ),
+    Spec(
+        "InfiniBand HDR 200 Gb/s",
+        25.0,
+        "unidirectional",
+        "network",
+        "port, one direction",
+        "InfiniBand Trade Association: HDR 4x = 200 Gb/s per direction = 25 GB/s",
+    ),
+    Spec(
+        "Ethernet 100 Gb/s",
+        12.5,
+        "unidirectional",
+        "network",
+        "port, one direction",
+        "IEEE 802.3: 100 Gb/s per direction = 12.5 GB/s",
+    ),
+    Spec(
+        "AWS EFA (p4d, 4x100 Gb/s)",
+        50.0,
+        "unidirectional",
+        "network",
+        "node, one direction",
+        "AWS p4d.24xlarge: 400 Gbps EFA networking = 50 GB/s per direction per node",
+    ),
 )
 
 
@@ -230,8 +318,12 @@ def pcie_spec(gen: int, width: int = 16) -> Spec:
     s = spec(f"PCIe Gen{gen} x16")
     if width == 16:
         return s
-    return dataclasses.replace(s, name=f"PCIe Gen{gen} x{width}", bandwidth_GBps=round(s.bandwidth_GBps * width / 16, 2),
-                               per=f"x{width} link, one direction")
+    return dataclasses.replace(
+        s,
+        name=f"PCIe Gen{gen} x{width}",
+        bandwidth_GBps=round(s.bandwidth_GBps * width / 16, 2),
+        per=f"x{width} link, one direction",
+    )
 
 
 def compare_to_spec(measured_GBps: float, measured_direction: str, s: Spec) -> tuple[float, list[str]]:
@@ -241,9 +333,13 @@ def compare_to_spec(measured_GBps: float, measured_direction: str, s: Spec) -> t
     if measured_direction != s.direction:
         if measured_direction == "unidirectional" and s.direction == "bidirectional":
             peak = s.per_direction_GBps()
-            warnings.append(f"{s.name} is quoted as {s.bandwidth_GBps:g} GB/s bidirectional; "
-                            f"compared with its per-direction {peak:g} GB/s instead")
+            warnings.append(
+                f"{s.name} is quoted as {s.bandwidth_GBps:g} GB/s bidirectional; "
+                f"compared with its per-direction {peak:g} GB/s instead"
+            )
         else:
-            warnings.append(f"comparing a {measured_direction} measurement with a {s.direction} spec ({s.name}); "
-                            "the ratio is not meaningful")
+            warnings.append(
+                f"comparing a {measured_direction} measurement with a {s.direction} spec ({s.name}); "
+                "the ratio is not meaningful"
+            )
     return measured_GBps / peak, warnings

@@ -6,8 +6,14 @@ import os
 import time
 from pathlib import Path
 
-NOTEBOOKS = ("01_pcie_latency_curve", "02_pinned_vs_pageable", "03_overlap", "04_p2p_matrix",
-             "05_ring_allreduce_by_hand", "06_hierarchy_cliff")
+NOTEBOOKS = (
+    "01_pcie_latency_curve",
+    "02_pinned_vs_pageable",
+    "03_overlap",
+    "04_p2p_matrix",
+    "05_ring_allreduce_by_hand",
+    "06_hierarchy_cliff",
+)
 
 
 def notebooks_dir() -> Path:
@@ -34,8 +40,17 @@ def available() -> list[Path]:
     return [p for p in sorted(notebooks_dir().glob("*.ipynb"))]
 
 
-def run_notebook(path, out_dir, *, mode="reference", quick=True, reference=None, html=False,
-                 timeout=1800, extra_parameters: dict | None = None) -> dict:
+def run_notebook(
+    path,
+    out_dir,
+    *,
+    mode="reference",
+    quick=True,
+    reference=None,
+    html=False,
+    timeout=1800,
+    extra_parameters: dict | None = None,
+) -> dict:
     """Execute one notebook; returns {notebook, ok, seconds, output, results, error}."""
     import papermill as pm
 
@@ -44,23 +59,41 @@ def run_notebook(path, out_dir, *, mode="reference", quick=True, reference=None,
     out_dir.mkdir(parents=True, exist_ok=True)
     output = out_dir / path.name
     results = out_dir / f"{path.stem}.results.json"
-    params = {"mode": mode, "quick": quick, "reference": None if reference is None else str(reference),
-              "results_path": str(results.resolve()), **(extra_parameters or {})}
+    params = {
+        "mode": mode,
+        "quick": quick,
+        "reference": None if reference is None else str(reference),
+        "results_path": str(results.resolve()),
+        **(extra_parameters or {}),
+    }
     # The kernel inherits this environment: a non-inline MPLBACKEND (Agg, set by test runners) would
     # stop figures from being drawn into the notebook, and so from its HTML export.
     os.environ.pop("MPLBACKEND", None)
     t0 = time.perf_counter()
     error = None
     try:
-        pm.execute_notebook(str(path), str(output), parameters=params, cwd=str(path.parent),
-                            execution_timeout=timeout, progress_bar=False, kernel_name="python3")
+        pm.execute_notebook(
+            str(path),
+            str(output),
+            parameters=params,
+            cwd=str(path.parent),
+            execution_timeout=timeout,
+            progress_bar=False,
+            kernel_name="python3",
+        )
     except Exception as e:  # PapermillExecutionError carries the cell and traceback
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e}"
     seconds = time.perf_counter() - t0
     if html and output.exists():
         export_html(output)
-    return {"notebook": path.stem, "ok": error is None, "seconds": seconds, "output": str(output),
-            "results": str(results) if results.exists() else None, "error": error}
+    return {
+        "notebook": path.stem,
+        "ok": error is None,
+        "seconds": seconds,
+        "output": str(output),
+        "results": str(results) if results.exists() else None,
+        "error": error,
+    }
 
 
 def export_html(ipynb: Path) -> Path:

@@ -90,7 +90,9 @@ def spec_line(ax, s, *, per_direction: bool = True, **kw):
     """A horizontal line at a spec's peak, labelled with direction and source."""
     value = s.per_direction_GBps() if per_direction else s.bandwidth_GBps
     direction = "per direction" if per_direction or s.direction == "unidirectional" else s.direction
-    return ax.axhline(value, ls=":", lw=1.2, label=f"spec: {s.name}, {value:g} GB/s {direction}", **{"color": "0.4", **kw})
+    return ax.axhline(
+        value, ls=":", lw=1.2, label=f"spec: {s.name}, {value:g} GB/s {direction}", **{"color": "0.4", **kw}
+    )
 
 
 def finish(ax, title: str, xlabel: str, ylabel: str, source: str | None = None, legend: bool = True):
@@ -121,8 +123,11 @@ def figure_problems(fig) -> list[str]:
             text = getattr(ax, f"get_{what}")()
             if not text or "(" not in text:
                 problems.append(f"axes {i}: {what} {text!r} has no unit")
-        has_source = ax.get_legend() is not None or bool(fig.legends) or any(w in ax.get_title().lower()
-                                                         for w in ("measured", "recorded", "model", "source"))
+        has_source = (
+            ax.get_legend() is not None
+            or bool(fig.legends)
+            or any(w in ax.get_title().lower() for w in ("measured", "recorded", "model", "source"))
+        )
         if not has_source:
             problems.append(f"axes {i}: no legend or source in the title")
     return problems

@@ -13,22 +13,48 @@ from __future__ import annotations
 from .system import describe_gpu
 
 
-def measured_meta(env: dict, *, kind: str, title: str, method: str, bandwidth_direction: str,
-                  caveats: str = "", gpu_count: int | None = None, nodes: int = 1, interconnect: str | None = None) -> dict:
+def measured_meta(
+    env: dict,
+    *,
+    kind: str,
+    title: str,
+    method: str,
+    bandwidth_direction: str,
+    caveats: str = "",
+    gpu_count: int | None = None,
+    nodes: int = 1,
+    interconnect: str | None = None,
+) -> dict:
     """Provenance for a dataset measured by labkit on this machine, filled from `system.environment()`."""
     gpus = env.get("gpus") or []
     g0 = gpus[0] if gpus else {}
-    link = (f"PCIe Gen{g0.get('pcie_gen_current')}/{g0.get('pcie_gen_max')} x{g0.get('pcie_width_current')}/"
-            f"{g0.get('pcie_width_max')} (current/max at record time)") if g0 else "none (host only)"
+    link = (
+        (
+            f"PCIe Gen{g0.get('pcie_gen_current')}/{g0.get('pcie_gen_max')} x{g0.get('pcie_width_current')}/"
+            f"{g0.get('pcie_width_max')} (current/max at record time)"
+        )
+        if g0
+        else "none (host only)"
+    )
     return {
-        "kind": kind, "title": f"{title} — {describe_gpu(env) if gpus or env.get('cuda_available') else env.get('cpu')}",
+        "kind": kind,
+        "title": f"{title} — {describe_gpu(env) if gpus or env.get('cuda_available') else env.get('cpu')}",
         "system": f"{env.get('host')}: {env.get('cpu')}, {env.get('cpu_count')} CPUs",
         "gpu": describe_gpu(env) if (gpus or env.get("cuda_available")) else "none",
-        "gpu_count": len(gpus) if gpu_count is None else gpu_count, "nodes": nodes,
+        "gpu_count": len(gpus) if gpu_count is None else gpu_count,
+        "nodes": nodes,
         "interconnect": interconnect or link,
-        "software": (f"labkit {env.get('labkit')}, torch {env.get('torch')}, CUDA {env.get('cuda_build')}, "
-                     f"NCCL {env.get('nccl')}, driver {g0.get('driver')}, python {env.get('python')}"),
-        "date": env.get("date"), "method": method, "source": f"labkit record on {env.get('host')}",
-        "source_file": "labkit record", "caveats": caveats or "measured by labkit; see environment for the full context",
-        "quality": "A", "bandwidth_direction": bandwidth_direction, "provenance": "measured", "environment": env,
+        "software": (
+            f"labkit {env.get('labkit')}, torch {env.get('torch')}, CUDA {env.get('cuda_build')}, "
+            f"NCCL {env.get('nccl')}, driver {g0.get('driver')}, python {env.get('python')}"
+        ),
+        "date": env.get("date"),
+        "method": method,
+        "source": f"labkit record on {env.get('host')}",
+        "source_file": "labkit record",
+        "caveats": caveats or "measured by labkit; see environment for the full context",
+        "quality": "A",
+        "bandwidth_direction": bandwidth_direction,
+        "provenance": "measured",
+        "environment": env,
     }

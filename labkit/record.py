@@ -58,8 +58,13 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
                 written = _run_recorders(known, tmp, quick, only, env, progress)
             finally:
                 gate.open = False
-            info = {"schema_version": SCHEMA_VERSION, "created": env["date"], "host": env["host"],
-                    "experiments": written, "environment": env}
+            info = {
+                "schema_version": SCHEMA_VERSION,
+                "created": env["date"],
+                "host": env["host"],
+                "experiments": written,
+                "environment": env,
+            }
             (tmp / PROFILE_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
             _swap_into_place(tmp, out)
         except BaseException:

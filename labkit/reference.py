@@ -15,25 +15,47 @@ from typing import Iterable
 
 SCHEMA_VERSION = 1
 
-META_FIELDS = ("schema_version", "name", "kind", "title", "system", "gpu", "gpu_count", "nodes",
-               "interconnect", "software", "date", "method", "source", "source_file", "caveats",
-               "quality", "bandwidth_direction", "provenance")
+META_FIELDS = (
+    "schema_version",
+    "name",
+    "kind",
+    "title",
+    "system",
+    "gpu",
+    "gpu_count",
+    "nodes",
+    "interconnect",
+    "software",
+    "date",
+    "method",
+    "source",
+    "source_file",
+    "caveats",
+    "quality",
+    "bandwidth_direction",
+    "provenance",
+)
 QUALITIES = ("A", "B", "C")
 PROVENANCES = ("recorded", "measured")
 BANDWIDTH_DIRECTIONS = ("unidirectional", "bidirectional", "aggregate", "mixed", "none")
 
 # kind -> (required columns, numeric columns, allowed values for categorical columns)
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, tuple[str, ...]]]] = {
-    "copy_sweep": (("direction", "memory", "nbytes", "bandwidth_GBps"),
-                   ("nbytes", "bandwidth_GBps", "time_s"),
-                   {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")}),
-    "p2p_matrix": (("matrix", "p2p", "src", "dst"),
-                   ("src", "dst", "bandwidth_GBps", "latency_us"),
-                   {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"),
-                    "p2p": ("enabled", "disabled")}),
-    "allreduce_sweep": (("nbytes", "world_size", "nodes", "config"),
-                        ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps"),
-                        {}),
+    "copy_sweep": (
+        ("direction", "memory", "nbytes", "bandwidth_GBps"),
+        ("nbytes", "bandwidth_GBps", "time_s"),
+        {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")},
+    ),
+    "p2p_matrix": (
+        ("matrix", "p2p", "src", "dst"),
+        ("src", "dst", "bandwidth_GBps", "latency_us"),
+        {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"), "p2p": ("enabled", "disabled")},
+    ),
+    "allreduce_sweep": (
+        ("nbytes", "world_size", "nodes", "config"),
+        ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps"),
+        {},
+    ),
     "latency_table": (("op", "world_size", "config", "time_us"), ("world_size", "nbytes", "time_us"), {}),
     "point": (("quantity", "value", "unit", "bandwidth_direction"), ("value",), {}),
     "overlap_run": (("scenario", "event", "stream", "start_s", "end_s"), ("start_s", "end_s"), {}),
@@ -62,7 +84,9 @@ class Dataset:
         return f"{how}: {self.meta['title']} — {short_source(self.meta['source'])}"
 
     def __repr__(self) -> str:
-        return f"Dataset({self.name!r}, kind={self.kind!r}, rows={len(self.frame)}, quality={self.meta.get('quality')!r})"
+        return (
+            f"Dataset({self.name!r}, kind={self.kind!r}, rows={len(self.frame)}, quality={self.meta.get('quality')!r})"
+        )
 
 
 def short_source(source: str) -> str:
@@ -125,8 +149,10 @@ def validate_meta(meta: dict, where: Path) -> None:
     if not isinstance(version, int):
         raise DatasetError(f"{where}: field 'schema_version' is missing or not an integer")
     if version > SCHEMA_VERSION:
-        raise DatasetError(f"{where}: field 'schema_version' is {version}, written by a newer labkit "
-                           f"(this one reads up to {SCHEMA_VERSION}); upgrade labkit to read it")
+        raise DatasetError(
+            f"{where}: field 'schema_version' is {version}, written by a newer labkit "
+            f"(this one reads up to {SCHEMA_VERSION}); upgrade labkit to read it"
+        )
     for field in META_FIELDS:
         if field not in meta or meta[field] in (None, ""):
             raise DatasetError(f"{where}: required field {field!r} is missing or empty")
@@ -137,8 +163,10 @@ def validate_meta(meta: dict, where: Path) -> None:
     if meta["provenance"] not in PROVENANCES:
         raise DatasetError(f"{where}: field 'provenance' is {meta['provenance']!r}; expected one of {PROVENANCES}")
     if meta["bandwidth_direction"] not in BANDWIDTH_DIRECTIONS:
-        raise DatasetError(f"{where}: field 'bandwidth_direction' is {meta['bandwidth_direction']!r}; "
-                           f"expected one of {BANDWIDTH_DIRECTIONS}")
+        raise DatasetError(
+            f"{where}: field 'bandwidth_direction' is {meta['bandwidth_direction']!r}; "
+            f"expected one of {BANDWIDTH_DIRECTIONS}"
+        )
 
 
 def validate_frame(frame, meta: dict, where: Path) -> "object":
@@ -167,8 +195,9 @@ def validate_frame(frame, meta: dict, where: Path) -> "object":
         if col in frame.columns and (frame[col].dropna() < 0).any():
             raise DatasetError(f"{where}: column {col!r} has a negative value")
     if meta["bandwidth_direction"] == "mixed" and "bandwidth_direction" not in frame.columns:
-        raise DatasetError(f"{where}: meta says bandwidth_direction 'mixed' but the CSV has no "
-                           "'bandwidth_direction' column")
+        raise DatasetError(
+            f"{where}: meta says bandwidth_direction 'mixed' but the CSV has no 'bandwidth_direction' column"
+        )
     return frame
 
 
@@ -245,13 +274,17 @@ def select(reference: str | os.PathLike | None, kind: str, usable=None, needs: s
     except DatasetError as e:
         if "is of kind" not in str(e):
             raise
-        return load_all(None, kind), (f"`reference={str(reference)!r}` is a dataset of kind "
-                                      f"`{load(reference).kind}`; this part shows `{kind}` data, so the "
-                                      f"shipped `{kind}` datasets are shown.")
+        return load_all(None, kind), (
+            f"`reference={str(reference)!r}` is a dataset of kind "
+            f"`{load(reference).kind}`; this part shows `{kind}` data, so the "
+            f"shipped `{kind}` datasets are shown."
+        )
     if usable is not None and not usable(own):
-        return load_all(None, kind), (f"`reference={str(reference)!r}` holds no `{kind}` data this part can draw"
-                                      + (f" ({needs})" if needs else "")
-                                      + f", so the shipped `{kind}` datasets are shown.")
+        return load_all(None, kind), (
+            f"`reference={str(reference)!r}` holds no `{kind}` data this part can draw"
+            + (f" ({needs})" if needs else "")
+            + f", so the shipped `{kind}` datasets are shown."
+        )
     return own + load_all(None, kind) if folder else own, None
 
 
@@ -331,8 +364,20 @@ def describe(ds: Dataset) -> str:
     """Plain-text summary for `labkit ref show`."""
     m = ds.meta
     lines = [f"{ds.name}  ({m['kind']}, quality {m['quality']}, {m['provenance']})", f"  {m['title']}"]
-    for field in ("system", "gpu", "gpu_count", "nodes", "interconnect", "software", "date", "method",
-                  "bandwidth_direction", "source", "source_file", "caveats"):
+    for field in (
+        "system",
+        "gpu",
+        "gpu_count",
+        "nodes",
+        "interconnect",
+        "software",
+        "date",
+        "method",
+        "bandwidth_direction",
+        "source",
+        "source_file",
+        "caveats",
+    ):
         lines.append(f"  {field:19s} {m[field]}")
     lines.append(f"  rows                {len(ds.frame)}; columns: {', '.join(map(str, ds.frame.columns))}")
     return "\n".join(lines)
@@ -362,9 +407,16 @@ def profile_path(name: str | os.PathLike) -> Path | None:
     return shipped if (shipped / PROFILE_FILE).exists() else None
 
 
-def import_profile(profile: str | os.PathLike, prefix: str, *, only: Iterable[str] | None = None,
-                   system: str | None = None, caveat: str = "", dest: str | os.PathLike | None = None,
-                   force: bool = False) -> list[str]:
+def import_profile(
+    profile: str | os.PathLike,
+    prefix: str,
+    *,
+    only: Iterable[str] | None = None,
+    system: str | None = None,
+    caveat: str = "",
+    dest: str | os.PathLike | None = None,
+    force: bool = False,
+) -> list[str]:
     """Copy datasets of a `labkit record` profile into the reference catalogue as recorded data.
 
     Each dataset keeps its numbers and environment untouched; only its name (`<prefix>_<name>`) and
@@ -387,7 +439,6 @@ def import_profile(profile: str | os.PathLike, prefix: str, *, only: Iterable[st
     clash = [t for t in targets if (dest / f"{t}.meta.json").exists()]
     if clash and not force:
         raise FileExistsError(f"{', '.join(clash)} already in {dest}; pass force=True (--force) to replace")
-    env = info.get("environment") or {}
     for ds, target in zip(datasets, targets):
         meta = {k: v for k, v in ds.meta.items() if k != "name"}
         when = str(meta.get("date", ""))[:10]
@@ -395,8 +446,10 @@ def import_profile(profile: str | os.PathLike, prefix: str, *, only: Iterable[st
             provenance="recorded",
             system=system or meta["system"],
             source=f"labkit record {when}, profile {src.name}",
-            source_file=f"labkit record: {PROFILES_DIR}/{src.name}/{ds.name}.csv" if src.parent.name == PROFILES_DIR
+            source_file=f"labkit record: {PROFILES_DIR}/{src.name}/{ds.name}.csv"
+            if src.parent.name == PROFILES_DIR
             else f"labkit record: {src.name}/{ds.name}.csv",
-            caveats="; ".join(c for c in (meta.get("caveats", ""), caveat) if c))
+            caveats="; ".join(c for c in (meta.get("caveats", ""), caveat) if c),
+        )
         write_dataset(dest, target, ds.frame, meta)
     return targets

@@ -82,8 +82,10 @@ def gpu_count() -> int:
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)} "
-                         "('auto' measures where the hardware exists and replays the rest)")
+        raise ValueError(
+            f"unknown mode {mode!r}: use one of {', '.join(MODES)} "
+            "('auto' measures where the hardware exists and replays the rest)"
+        )
     return mode
 
 
@@ -92,8 +94,10 @@ def requirement(experiment: str) -> Requirement:
     try:
         return EXPERIMENTS[experiment]
     except KeyError:
-        raise ValueError(f"unknown experiment {experiment!r}: known experiments are {', '.join(sorted(EXPERIMENTS))} "
-                         "(add a new one to labkit.runtime.EXPERIMENTS with what it needs)") from None
+        raise ValueError(
+            f"unknown experiment {experiment!r}: known experiments are {', '.join(sorted(EXPERIMENTS))} "
+            "(add a new one to labkit.runtime.EXPERIMENTS with what it needs)"
+        ) from None
 
 
 def resolve_mode(mode: str, experiment: str, gpus: int | None = None) -> str:
@@ -112,7 +116,8 @@ def resolve_mode(mode: str, experiment: str, gpus: int | None = None) -> str:
     raise LiveModeUnavailable(
         f"experiment {experiment!r} needs {need.what} to run live, but this machine has {have} CUDA "
         f"device(s). Run with mode='auto' (replays recorded data where hardware is missing) or "
-        f"mode='reference', or see `labkit doctor`.")
+        f"mode='reference', or see `labkit doctor`."
+    )
 
 
 def require_cuda(what: str, gpus: int = 1, *, hint: str = "") -> int:
@@ -128,12 +133,16 @@ def require_cuda(what: str, gpus: int = 1, *, hint: str = "") -> int:
         except ImportError:
             why = "torch is not installed (`pip install -e .` installs it)"
         else:
-            why = (f"this torch ({torch.__version__}) is a CPU-only build: install a CUDA build on a GPU machine"
-                   if torch.version.cuda is None else "no driver, or the GPUs are hidden by CUDA_VISIBLE_DEVICES")
+            why = (
+                f"this torch ({torch.__version__}) is a CPU-only build: install a CUDA build on a GPU machine"
+                if torch.version.cuda is None
+                else "no driver, or the GPUs are hidden by CUDA_VISIBLE_DEVICES"
+            )
         need = "a CUDA GPU" if gpus == 1 else f"{gpus} CUDA GPUs"
         found = "torch sees no CUDA device" if have == 0 else f"this machine has {have} CUDA device(s)"
-        raise CudaUnavailable(f"{what} needs {need}, but {found} ({why}). Run with mode='reference'{hint}, "
-                              "or see `labkit doctor`.")
+        raise CudaUnavailable(
+            f"{what} needs {need}, but {found} ({why}). Run with mode='reference'{hint}, or see `labkit doctor`."
+        )
     return have
 
 
@@ -187,8 +196,15 @@ Getter = Callable[[], "Found | None"]
 class Session:
     """One notebook run: resolves modes, remembers what was shown, writes the results JSON."""
 
-    def __init__(self, notebook: str, mode: str = "auto", quick: bool = False, reference=None,
-                 results_path=None, gpus: int | None = None):
+    def __init__(
+        self,
+        notebook: str,
+        mode: str = "auto",
+        quick: bool = False,
+        reference=None,
+        results_path=None,
+        gpus: int | None = None,
+    ):
         self.notebook = notebook
         self.mode = check_mode(mode)
         self.quick = bool(quick)
@@ -208,8 +224,14 @@ class Session:
         self.experiments.setdefault(experiment, {})["mode"] = used
         return used
 
-    def show(self, experiment: str, *, live: Getter | None = None, recorded: Getter | None = None,
-             fallback: Getter | None = None) -> Shown:
+    def show(
+        self,
+        experiment: str,
+        *,
+        live: Getter | None = None,
+        recorded: Getter | None = None,
+        fallback: Getter | None = None,
+    ) -> Shown:
         """What `experiment` shows in this run, decided once: measured here, else recorded, else the fallback.
 
         `live` runs only where the mode contract says this experiment runs live (`mode_for`); each getter
@@ -220,7 +242,11 @@ class Session:
         """
         mode = self.mode_for(experiment)
         found, obtained = None, NOTHING
-        for how, get in ((MEASURED_HERE, live if mode == "live" else None), (RECORDED, recorded), (FELL_BACK, fallback)):
+        for how, get in (
+            (MEASURED_HERE, live if mode == "live" else None),
+            (RECORDED, recorded),
+            (FELL_BACK, fallback),
+        ):
             found = get() if get is not None else None
             if found is not None:
                 obtained = how
@@ -228,8 +254,13 @@ class Session:
         found = found or Found(None, "")
         shown = Shown(experiment, mode, obtained, found.data, found.label, found.note, tuple(found.datasets))
         self.shown(*shown.datasets)
-        self.note(experiment, obtained=obtained, shown_as=shown.kind, source=found.label,
-                  **({"note": found.note} if found.note else {}))
+        self.note(
+            experiment,
+            obtained=obtained,
+            shown_as=shown.kind,
+            source=found.label,
+            **({"note": found.note} if found.note else {}),
+        )
         self.say(found.note)
         return shown
 
@@ -292,13 +323,19 @@ class Session:
         if self.figures_checked:
             self.check("figures_labelled", not self.figure_problems)
         return {
-            "notebook": self.notebook, "mode": self.mode, "quick": self.quick,
+            "notebook": self.notebook,
+            "mode": self.mode,
+            "quick": self.quick,
             "reference": None if self.reference is None else str(self.reference),
-            "gpus": self.gpus, "started": self.started.isoformat(),
+            "gpus": self.gpus,
+            "started": self.started.isoformat(),
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-            "experiments": self.experiments, "datasets": self.datasets,
-            "numbers": self.numbers, "checks": self.checks,
-            "figures_checked": self.figures_checked, "figure_problems": self.figure_problems,
+            "experiments": self.experiments,
+            "datasets": self.datasets,
+            "numbers": self.numbers,
+            "checks": self.checks,
+            "figures_checked": self.figures_checked,
+            "figure_problems": self.figure_problems,
             "all_checks_passed": all(self.checks.values()) if self.checks else None,
         }
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-from .launch import check_world_size, descendants, helper_processes, launch
 from .allreduce.ring import ring_allreduce_
+from .launch import check_world_size, descendants, helper_processes, launch
 from .units import format_bytes, parse_size
 
 
@@ -48,7 +48,9 @@ def soak_worker(rank: int, world_size: int, runs: int, nbytes: int) -> dict:
     return {"fds": fds, "threads": threads}
 
 
-def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: int = 3, timeout_s: float = 120.0) -> dict:
+def soak(
+    runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: int = 3, timeout_s: float = 120.0
+) -> dict:
     """`runs` ring runs inside one launch, then `launches` consecutive launches; counts before/after."""
     world_size = check_world_size(world_size)  # nothing starts for a bad --ranks
     fds0, kids0, helpers0 = open_fds(), child_processes(), len(helper_processes())
@@ -57,12 +59,16 @@ def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: i
     after_launch = []
     for _ in range(launches):
         launch(soak_worker, world_size, "gloo", timeout_s=timeout_s, args=(1, nbytes))
-        after_launch.append({"fds": open_fds(), "children": child_processes(),
-                             "helpers": len(helper_processes())})
+        after_launch.append({"fds": open_fds(), "children": child_processes(), "helpers": len(helper_processes())})
     return {
-        "runs": runs, "world_size": world_size, "nbytes": nbytes, "launches": 1 + launches,
+        "runs": runs,
+        "world_size": world_size,
+        "nbytes": nbytes,
+        "launches": 1 + launches,
         "seconds": time.perf_counter() - t0,
-        "parent_fds_before": fds0, "parent_children_before": kids0, "parent_helpers_before": helpers0,
+        "parent_fds_before": fds0,
+        "parent_children_before": kids0,
+        "parent_helpers_before": helpers0,
         "parent_after_each_launch": after_launch,
         "rank_fds_first_last": [(r["fds"][0], r["fds"][-1]) for r in per_rank],
         "rank_threads_first_last": [(r["threads"][0], r["threads"][-1]) for r in per_rank],
@@ -72,8 +78,7 @@ def soak(runs: int = 50, world_size: int = 4, nbytes: int = 1 << 20, launches: i
 def add_arguments(parser) -> None:
     parser.add_argument("--runs", type=int, default=50, help="ring all-reduces inside one launch")
     parser.add_argument("--launches", type=int, default=3, help="further consecutive launches")
-    parser.add_argument("--ranks", type=int, default=4,
-                   help="processes (default 4, at most labkit.launch.MAX_RANKS)")
+    parser.add_argument("--ranks", type=int, default=4, help="processes (default 4, at most labkit.launch.MAX_RANKS)")
     parser.add_argument("--size", default="1MiB")
 
 
@@ -84,17 +89,21 @@ def text(rec: dict) -> str:
     def seq(key):
         return ", ".join(str(a[key]) for a in after)
 
-    return "\n".join([
-        f"soak: {rec['runs']} ring all-reduces of {format_bytes(rec['nbytes'])} on {rec['world_size']} ranks in one "
-        f"launch, then {len(after)} more launches — {rec['seconds']:.1f} s",
-        "  each rank, run 1 -> run {}: open files {}; threads {}".format(
-            rec["runs"], ", ".join(f"{a}->{b}" for a, b in rec["rank_fds_first_last"]),
-            ", ".join(f"{a}->{b}" for a, b in rec["rank_threads_first_last"])),
-        f"  this process, open files: {rec['parent_fds_before']} before, after each later launch: {seq('fds')}",
-        f"  processes left running: {rec['parent_children_before']} before, after each later launch: {seq('children')}",
-        f"  multiprocessing helpers (resource tracker, fork server; live as long as this process): "
-        f"{rec['parent_helpers_before']} before, then {seq('helpers')}",
-    ])
+    return "\n".join(
+        [
+            f"soak: {rec['runs']} ring all-reduces of {format_bytes(rec['nbytes'])} on {rec['world_size']} ranks in one "
+            f"launch, then {len(after)} more launches — {rec['seconds']:.1f} s",
+            "  each rank, run 1 -> run {}: open files {}; threads {}".format(
+                rec["runs"],
+                ", ".join(f"{a}->{b}" for a, b in rec["rank_fds_first_last"]),
+                ", ".join(f"{a}->{b}" for a, b in rec["rank_threads_first_last"]),
+            ),
+            f"  this process, open files: {rec['parent_fds_before']} before, after each later launch: {seq('fds')}",
+            f"  processes left running: {rec['parent_children_before']} before, after each later launch: {seq('children')}",
+            f"  multiprocessing helpers (resource tracker, fork server; live as long as this process): "
+            f"{rec['parent_helpers_before']} before, then {seq('helpers')}",
+        ]
+    )
 
 
 def bench(args):

@@ -51,8 +51,10 @@ class Removed:
 # --------------------------------------------------------------------------- markdown
 def _details_spans(text: str, where: str) -> list[tuple[int, int, int]]:
     """(start, end, depth) of every <details>…</details> block, outermost first; unbalanced tags raise."""
-    tokens = sorted([(m.start(), m.end(), +1) for m in _OPEN.finditer(text)] +
-                    [(m.start(), m.end(), -1) for m in _CLOSE.finditer(text)])
+    tokens = sorted(
+        [(m.start(), m.end(), +1) for m in _OPEN.finditer(text)]
+        + [(m.start(), m.end(), -1) for m in _CLOSE.finditer(text)]
+    )
     spans, stack = [], []
     for start, end, step in tokens:
         if step > 0:
@@ -67,7 +69,7 @@ def _details_spans(text: str, where: str) -> list[tuple[int, int, int]]:
 
 
 def _is_answer(block: str) -> bool:
-    m = _SUMMARY.match(block[_OPEN.match(block).end():])
+    m = _SUMMARY.match(block[_OPEN.match(block).end() :])
     return bool(m) and any(w in m.group(1).lower() for w in ANSWER_WORDS)
 
 
@@ -93,7 +95,9 @@ def assigned_names(source: str, where: str = "code cell") -> list[str]:
     try:
         tree = ast.parse("\n".join(lines))
     except SyntaxError as e:
-        raise StudentEditionError(f"{where}: the solution cell is not valid Python ({e.msg}, line {e.lineno})") from None
+        raise StudentEditionError(
+            f"{where}: the solution cell is not valid Python ({e.msg}, line {e.lineno})"
+        ) from None
     names: list[str] = []
 
     def targets(node):
@@ -137,7 +141,9 @@ def assigned_names(source: str, where: str = "code cell") -> list[str]:
 def _imports(source: str) -> list[str]:
     """Top-level import statements of a cell, verbatim (they reveal nothing and later cells may need them)."""
     try:
-        tree = ast.parse("\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in source.splitlines()))
+        tree = ast.parse(
+            "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+        )
     except SyntaxError:
         return []
     return [ast.get_source_segment(source, n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
@@ -146,9 +152,11 @@ def _imports(source: str) -> list[str]:
 def placeholder(source: str, where: str = "code cell") -> str:
     """The student's version of a solution cell: the same names, set to None."""
     names = assigned_names(source, where)
-    lines = ["# Your turn: the solution was removed in the student edition.",
-             "# Replace each None with your answer or your code; the self-checks below say",
-             "# \"not attempted\" while a value is None."]
+    lines = [
+        "# Your turn: the solution was removed in the student edition.",
+        "# Replace each None with your answer or your code; the self-checks below say",
+        '# "not attempted" while a value is None.',
+    ]
     lines += _imports(source)
     lines += [f"{n} = None" for n in names]
     return "\n".join(lines) + "\n"
@@ -167,8 +175,10 @@ def student_notebook(nb, name: str = "notebook"):
         tags = _tags(cell)
         where = f"{name}, cell {i}"
         if PARAMETERS_TAG in tags and (SOLUTION_TAG in tags or REMOVE_TAG in tags):
-            raise StudentEditionError(f"{where}: the parameters cell cannot also be tagged "
-                                      f"{SOLUTION_TAG!r} or {REMOVE_TAG!r} (papermill needs it)")
+            raise StudentEditionError(
+                f"{where}: the parameters cell cannot also be tagged "
+                f"{SOLUTION_TAG!r} or {REMOVE_TAG!r} (papermill needs it)"
+            )
         if REMOVE_TAG in tags:
             removed.append(Removed(i, "remove-student cell", cell.source))
             continue

@@ -46,19 +46,25 @@ def parse_topology(text: str):
     header_idx, devices = None, []
     for i, ln in enumerate(lines):
         toks = ln.split()
-        if toks and _DEVICE_RE.match(toks[0]) and all(_DEVICE_RE.match(t) for t in toks[: _count_devices(toks)]) \
-                and (len(toks) == _count_devices(toks) or toks[_count_devices(toks)] in ("CPU", "NUMA", "GPU")):
+        if (
+            toks
+            and _DEVICE_RE.match(toks[0])
+            and all(_DEVICE_RE.match(t) for t in toks[: _count_devices(toks)])
+            and (len(toks) == _count_devices(toks) or toks[_count_devices(toks)] in ("CPU", "NUMA", "GPU"))
+        ):
             # a header line: device names, then optional affinity headings
             if i + 1 < len(lines) and lines[i + 1].split()[:1] == [toks[0]]:
                 header_idx, devices = i, toks[: _count_devices(toks)]
                 break
     if header_idx is None:
-        raise ValueError("no `nvidia-smi topo -m` table found: expected a header line such as "
-                         "'GPU0 GPU1 ... CPU Affinity' followed by one row per device")
+        raise ValueError(
+            "no `nvidia-smi topo -m` table found: expected a header line such as "
+            "'GPU0 GPU1 ... CPU Affinity' followed by one row per device"
+        )
     header = lines[header_idx]
     affinity_cols = [h for h in _AFFINITY_HEADERS if h in header]
     matrix, cpu_aff, numa_aff, gpu_numa = {}, {}, {}, {}
-    for ln in lines[header_idx + 1:]:
+    for ln in lines[header_idx + 1 :]:
         toks = ln.split()
         if not toks:
             if matrix:
@@ -68,22 +74,26 @@ def parse_topology(text: str):
             if toks[0].startswith(("Legend", "NIC")) or matrix:
                 break
             continue
-        dev, cells = toks[0], toks[1: 1 + len(devices)]
+        dev, cells = toks[0], toks[1 : 1 + len(devices)]
         if len(cells) != len(devices):
             raise ValueError(f"topology row {dev!r} has {len(cells)} link labels, expected {len(devices)}")
         for c in cells:
             if not _LABEL_RE.match(c):
                 raise ValueError(f"topology row {dev!r}: unknown link label {c!r}")
         matrix[dev] = cells
-        rest = toks[1 + len(devices):]
+        rest = toks[1 + len(devices) :]
         for col, val in zip(affinity_cols, rest):
             {"CPU Affinity": cpu_aff, "NUMA Affinity": numa_aff, "GPU NUMA ID": gpu_numa}[col][dev] = val
     missing = [d for d in devices if d not in matrix]
     if missing:
         raise ValueError(f"topology table is incomplete: no row for {', '.join(missing)}")
     df = pd.DataFrame.from_dict(matrix, orient="index", columns=devices).loc[devices]
-    df.attrs.update(cpu_affinity=cpu_aff, numa_affinity=numa_aff, gpu_numa_id=gpu_numa,
-                    nic_names=dict(re.findall(r"(NIC\d+):\s*(\S+)", str(text))))
+    df.attrs.update(
+        cpu_affinity=cpu_aff,
+        numa_affinity=numa_aff,
+        gpu_numa_id=gpu_numa,
+        nic_names=dict(re.findall(r"(NIC\d+):\s*(\S+)", str(text))),
+    )
     return df
 
 
@@ -197,8 +207,14 @@ def torch_facts() -> dict:
         import torch
     except ImportError:
         return {"torch": None, "cuda_available": False}
-    facts = {"torch": torch.__version__, "cuda_build": torch.version.cuda, "cuda_available": False,
-             "cuda_device_count": 0, "nccl": None, "gloo": torch.distributed.is_available()}
+    facts = {
+        "torch": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": False,
+        "cuda_device_count": 0,
+        "nccl": None,
+        "gloo": torch.distributed.is_available(),
+    }
     try:
         facts["cuda_available"] = bool(torch.cuda.is_available())
         if facts["cuda_available"]:
@@ -207,8 +223,9 @@ def torch_facts() -> dict:
             v = torch.cuda.nccl.version()
             facts["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
             n = facts["cuda_device_count"]
-            facts["peer_access"] = {f"{i}->{j}": bool(torch.cuda.can_device_access_peer(i, j))
-                                    for i in range(n) for j in range(n) if i != j}
+            facts["peer_access"] = {
+                f"{i}->{j}": bool(torch.cuda.can_device_access_peer(i, j)) for i in range(n) for j in range(n) if i != j
+            }
     except Exception as e:
         facts["cuda_error"] = str(e)
     return facts
@@ -333,22 +350,44 @@ def diagnose(env: dict) -> list[Finding]:
         build = env.get("cuda_build")
         if env.get("torch") and not build:
             reason += "; this torch is a CPU-only build (reinstall torch from the CUDA index on a GPU machine)"
-        out.append(Finding("warn", f"no CUDA: {reason}. Notebooks run with mode='auto' or 'reference' "
-                            "and replay recorded systems; host-memory and gloo experiments still run live."))
+        out.append(
+            Finding(
+                "warn",
+                f"no CUDA: {reason}. Notebooks run with mode='auto' or 'reference' "
+                "and replay recorded systems; host-memory and gloo experiments still run live.",
+            )
+        )
     else:
-        out.append(Finding("ok", f"CUDA: {env.get('cuda_device_count')} device(s), torch {env.get('torch')} "
-                          f"built for CUDA {env.get('cuda_build')}, NCCL {env.get('nccl')}"))
+        out.append(
+            Finding(
+                "ok",
+                f"CUDA: {env.get('cuda_device_count')} device(s), torch {env.get('torch')} "
+                f"built for CUDA {env.get('cuda_build')}, NCCL {env.get('nccl')}",
+            )
+        )
     for g in env.get("gpus", []):
         name = f"GPU{g['index']} ({g.get('name')})"
-        gc, gm, wc, wm = (g.get(k) for k in ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max"))
+        gc, gm, wc, wm = (
+            g.get(k) for k in ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max")
+        )
         if wc and wm and wc < wm:
-            out.append(Finding("warn", f"{name}: PCIe link runs at x{wc} but supports x{wm} — the card is in a "
-                                "narrower slot, a riser limits it, or the link trained down; bandwidth "
-                                f"is capped at {wc}/{wm} of the spec. Reseat the card or check the slot."))
+            out.append(
+                Finding(
+                    "warn",
+                    f"{name}: PCIe link runs at x{wc} but supports x{wm} — the card is in a "
+                    "narrower slot, a riser limits it, or the link trained down; bandwidth "
+                    f"is capped at {wc}/{wm} of the spec. Reseat the card or check the slot.",
+                )
+            )
         if gc and gm and gc < gm:
-            out.append(Finding("info", f"{name}: PCIe link is at Gen{gc}, max Gen{gm}. An idle GPU lowers its link "
-                                "generation to save power; check again under load (run a copy) before "
-                                "blaming the slot or BIOS."))
+            out.append(
+                Finding(
+                    "info",
+                    f"{name}: PCIe link is at Gen{gc}, max Gen{gm}. An idle GPU lowers its link "
+                    "generation to save power; check again under load (run a copy) before "
+                    "blaming the slot or BIOS.",
+                )
+            )
         if gc and gm and wc and wm and gc == gm and wc == wm:
             out.append(Finding("ok", f"{name}: PCIe Gen{gc} x{wc}, at its maximum"))
         node = g.get("numa_node")
@@ -360,10 +399,20 @@ def diagnose(env: dict) -> list[Finding]:
                 mine = set()
             gpu_cpus = _cpulist(nodes.get(node, ""))
             if mine and gpu_cpus and not (mine & gpu_cpus):
-                out.append(Finding("warn", f"{name} is on NUMA node {node}, but this process runs on other CPUs: "
-                                    "host↔GPU copies cross the socket link. Pin the process "
-                                    f"(`numactl --cpunodebind={node} --membind={node}`)."))
+                out.append(
+                    Finding(
+                        "warn",
+                        f"{name} is on NUMA node {node}, but this process runs on other CPUs: "
+                        "host↔GPU copies cross the socket link. Pin the process "
+                        f"(`numactl --cpunodebind={node} --membind={node}`).",
+                    )
+                )
             elif mine and gpu_cpus and not mine <= gpu_cpus:
-                out.append(Finding("info", f"{name} is on NUMA node {node}; this process may also run on other "
-                                    f"nodes. For stable numbers bind it: `numactl --cpunodebind={node} --membind={node}`."))
+                out.append(
+                    Finding(
+                        "info",
+                        f"{name} is on NUMA node {node}; this process may also run on other "
+                        f"nodes. For stable numbers bind it: `numactl --cpunodebind={node} --membind={node}`.",
+                    )
+                )
     return out

@@ -73,8 +73,10 @@ class Measurement:
         if len(self.samples_s) < 3:
             out.append(f"{self.label or 'measurement'}: only {len(self.samples_s)} samples; the spread is unknown")
         elif self.median_s > 0 and self.iqr_s / self.median_s > IQR_WARN_FRACTION:
-            out.append(f"{self.label or 'measurement'}: IQR is {100 * self.iqr_s / self.median_s:.0f}% of the median "
-                       "— the machine was busy or the size is too small; rerun with more repeats")
+            out.append(
+                f"{self.label or 'measurement'}: IQR is {100 * self.iqr_s / self.median_s:.0f}% of the median "
+                "— the machine was busy or the size is too small; rerun with more repeats"
+            )
         return out
 
     def to_dict(self) -> dict:
@@ -92,9 +94,17 @@ def _inner_for(estimate_s: float, min_sample_s: float) -> int:
     return int(min(MAX_INNER, max(1, np.ceil(min_sample_s / estimate_s - 1e-6))))
 
 
-def time_host(fn: Callable[[], object], *, repeats: int = DEFAULT_REPEATS, warmup: int = WARMUP_CALLS,
-              inner: int | None = None, min_sample_s: float = MIN_SAMPLE_S, label: str = "",
-              nbytes: int | None = None, clock: Callable[[], float] = time.perf_counter) -> Measurement:
+def time_host(
+    fn: Callable[[], object],
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = WARMUP_CALLS,
+    inner: int | None = None,
+    min_sample_s: float = MIN_SAMPLE_S,
+    label: str = "",
+    nbytes: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
     """Time a host-side call (or a synchronous GPU call) with a wall clock.
 
     `clock` can be injected so tests can drive the timer deterministically.
@@ -116,9 +126,17 @@ def time_host(fn: Callable[[], object], *, repeats: int = DEFAULT_REPEATS, warmu
     return Measurement(tuple(samples), inner, "host", label, nbytes)
 
 
-def time_cuda(fn: Callable[[], object], *, repeats: int = DEFAULT_REPEATS, warmup: int = WARMUP_CALLS,
-              inner: int | None = None, min_sample_s: float = MIN_SAMPLE_S, label: str = "",
-              nbytes: int | None = None, stream=None) -> Measurement:
+def time_cuda(
+    fn: Callable[[], object],
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = WARMUP_CALLS,
+    inner: int | None = None,
+    min_sample_s: float = MIN_SAMPLE_S,
+    label: str = "",
+    nbytes: int | None = None,
+    stream=None,
+) -> Measurement:
     """Time asynchronous GPU work with one pair of CUDA events per sample on one stream.
 
     `fn` must enqueue its work on the current stream (e.g. `dst.copy_(src, non_blocking=True)`

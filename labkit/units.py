@@ -8,8 +8,7 @@ import re
 GB = 1e9  # bandwidth unit: 1 GB/s = 1e9 B/s (nccl-tests, bandwidthTest and nvbandwidth all use it)
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
-_BINARY = {"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB,
-           "K": KiB, "M": MiB, "G": GiB, "T": TiB}
+_BINARY = {"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
 _DECIMAL = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 #: Largest single message any labkit sweep will accept: 64 GiB. Above this a typo is likelier
@@ -43,7 +42,9 @@ def parse_size(text: str | int) -> int:
     elif unit in _DECIMAL:
         factor = _DECIMAL[unit]
     else:
-        raise ValueError(f"unknown size unit {m.group(2)!r} in {text!r}: use B, KiB, MiB, GiB (or KB/MB/GB for decimal)")
+        raise ValueError(
+            f"unknown size unit {m.group(2)!r} in {text!r}: use B, KiB, MiB, GiB (or KB/MB/GB for decimal)"
+        )
     nbytes = value * factor
     if nbytes != int(nbytes):
         raise ValueError(f"size {text!r} is not a whole number of bytes")
@@ -66,8 +67,9 @@ def check_size(nbytes: int, *, maximum: int = MAX_MESSAGE_BYTES) -> int:
     if nbytes <= 0:
         raise ValueError(f"size must be at least 1 byte, got {nbytes}")
     if nbytes > maximum:
-        raise ValueError(f"size {format_bytes(nbytes)} is above the limit of {format_bytes(maximum)}; "
-                         "check the unit (MiB vs GiB)")
+        raise ValueError(
+            f"size {format_bytes(nbytes)} is above the limit of {format_bytes(maximum)}; check the unit (MiB vs GiB)"
+        )
     return nbytes
 
 
@@ -87,7 +89,8 @@ def check_pinned_request(nbytes: int, cap: int = PINNED_CAP_BYTES) -> int:
             f"{cap:,} bytes ({format_bytes(cap)}) (labkit.units.PINNED_CAP_BYTES). Pinned pages cannot be "
             "swapped out, so pinning a large share of RAM can freeze the machine. Pin smaller chunks and reuse "
             "them (a staging ring), or pass a larger cap= deliberately if you know this machine has the memory "
-            "to spare.")
+            "to spare."
+        )
     return nbytes
 
 

@@ -90,8 +90,9 @@ def frontend_listening() -> bool:
     return bool(content["allow_stdin"])
 
 
-def interactive(view: Callable[..., object], controls: dict, *, title: str = "",
-                on_figure: Callable[[object], object] | None = None):
+def interactive(
+    view: Callable[..., object], controls: dict, *, title: str = "", on_figure: Callable[[object], object] | None = None
+):
     """Show `controls` (name → ipywidgets widget) driving `view(**values)`; return the default result.
 
     `view` draws (a matplotlib figure, a table, text) and may return a value (e.g. predicted
@@ -103,9 +104,13 @@ def interactive(view: Callable[..., object], controls: dict, *, title: str = "",
     defaults = {k: w.value for k, w in controls.items()}
     if headless():
         if title:
-            display(_markdown(f"**{title}** — static view at the default settings "
-                              f"({', '.join(f'{k}={_fmt(v)}' for k, v in defaults.items())}); "
-                              "open the notebook in JupyterLab or Colab to move the controls."))
+            display(
+                _markdown(
+                    f"**{title}** — static view at the default settings "
+                    f"({', '.join(f'{k}={_fmt(v)}' for k, v in defaults.items())}); "
+                    "open the notebook in JupyterLab or Colab to move the controls."
+                )
+            )
         return _show(view, defaults, on_figure)
 
     import ipywidgets as w
@@ -184,8 +189,12 @@ def dropdown(options, value=None, description: str = ""):
     import ipywidgets as w
 
     options = list(options)
-    return w.Dropdown(options=options, value=value if value is not None else (options[0][1] if isinstance(options[0], tuple) else options[0]),
-                      description=description, style={"description_width": "initial"})
+    return w.Dropdown(
+        options=options,
+        value=value if value is not None else (options[0][1] if isinstance(options[0], tuple) else options[0]),
+        description=description,
+        style={"description_width": "initial"},
+    )
 
 
 def log2_size_slider(lo_exp: int, hi_exp: int, value_exp: int, description: str = "size"):
@@ -193,19 +202,38 @@ def log2_size_slider(lo_exp: int, hi_exp: int, value_exp: int, description: str 
     import ipywidgets as w
 
     opts = [(format_bytes(1 << e), 1 << e) for e in range(lo_exp, hi_exp + 1)]
-    return w.SelectionSlider(options=opts, value=1 << value_exp, description=description,
-                             style={"description_width": "initial"}, continuous_update=False)
+    return w.SelectionSlider(
+        options=opts,
+        value=1 << value_exp,
+        description=description,
+        style={"description_width": "initial"},
+        continuous_update=False,
+    )
 
 
 def float_slider(value, lo, hi, step, description: str = ""):
     import ipywidgets as w
 
-    return w.FloatSlider(value=value, min=lo, max=hi, step=step, description=description,
-                         style={"description_width": "initial"}, continuous_update=False)
+    return w.FloatSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        step=step,
+        description=description,
+        style={"description_width": "initial"},
+        continuous_update=False,
+    )
 
 
 def int_slider(value, lo, hi, step=1, description: str = ""):
     import ipywidgets as w
 
-    return w.IntSlider(value=value, min=lo, max=hi, step=step, description=description,
-                       style={"description_width": "initial"}, continuous_update=False)
+    return w.IntSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        step=step,
+        description=description,
+        style={"description_width": "initial"},
+        continuous_update=False,
+    )

@@ -23,8 +23,21 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "labkit"
 
 #: Core: flat modules that every other layer builds on (plus the log parsers' package).
-CORE = ("units", "timing", "models", "collectives", "reference", "runtime", "plots", "widgets", "check", "system",
-        "launch", "provenance", "logs")
+CORE = (
+    "units",
+    "timing",
+    "models",
+    "collectives",
+    "reference",
+    "runtime",
+    "plots",
+    "widgets",
+    "check",
+    "system",
+    "launch",
+    "provenance",
+    "logs",
+)
 #: Topics: one subpackage per thing a notebook reads.
 TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy")
 #: Tools: the command line and what it drives.
@@ -37,8 +50,22 @@ TOPIC_EDGES = {
     "hierarchy": ("copies",),  # the ladder's GPU and host-memory levels are copy sweeps
 }
 #: Third-party modules too slow or too optional for the top of a file: imported where they are used.
-HEAVY = ("torch", "pynvml", "ipywidgets", "matplotlib", "IPython", "papermill", "nbconvert", "nbformat", "nbclient",
-         "psutil", "scipy", "pandas", "tqdm", "playwright")
+HEAVY = (
+    "torch",
+    "pynvml",
+    "ipywidgets",
+    "matplotlib",
+    "IPython",
+    "papermill",
+    "nbconvert",
+    "nbformat",
+    "nbclient",
+    "psutil",
+    "scipy",
+    "pandas",
+    "tqdm",
+    "playwright",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,10 +186,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 #: Flat modules of the old layout (before issue 14) and the topic each belonged to.
 OLD_TOPIC_MODULES = {
-    "transfer": "copies", "latency_curve": "copies", "pinned": "copies", "fidelity": "copies",
-    "transfer_bench": "copies", "transfer_record": "copies",
-    "ring": "allreduce", "ring_sim": "allreduce", "ring_views": "allreduce", "collectives_bench": "allreduce",
-    "hierarchy_worker": "hierarchy", "hierarchical": "hierarchy", "ladder": "hierarchy", "cluster": "hierarchy",
+    "transfer": "copies",
+    "latency_curve": "copies",
+    "pinned": "copies",
+    "fidelity": "copies",
+    "transfer_bench": "copies",
+    "transfer_record": "copies",
+    "ring": "allreduce",
+    "ring_sim": "allreduce",
+    "ring_views": "allreduce",
+    "collectives_bench": "allreduce",
+    "hierarchy_worker": "hierarchy",
+    "hierarchical": "hierarchy",
+    "ladder": "hierarchy",
+    "cluster": "hierarchy",
     "slowlink": "hierarchy",
 }
 
@@ -194,7 +231,11 @@ def violations(imps: list[Import]) -> list[str]:
             continue
         (src_layer, src), (dst_layer, dst) = layer_of(imp.module), layer_of(imp.target)
         where = f"{imp.module} -> {imp.target}"
-        if dst_layer == "compat" and src_layer != "package" and not (src_layer == "topic" and imp.module.count(".") == 1):
+        if (
+            dst_layer == "compat"
+            and src_layer != "package"
+            and not (src_layer == "topic" and imp.module.count(".") == 1)
+        ):
             out.append(f"{where}: imports the compatibility shim (use the new path)")
         elif src_layer == "core" and dst_layer not in ("core", "package"):
             out.append(f"{where}: core imports a {dst_layer}")
@@ -221,7 +262,9 @@ def summary(root: Path = PACKAGE) -> dict:
     lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in known.items()}
     biggest = max(lines, key=lines.get)
     return {
-        "files": len(known), "lines": sum(lines.values()), "largest": [biggest, lines[biggest]],
+        "files": len(known),
+        "lines": sum(lines.values()),
+        "largest": [biggest, lines[biggest]],
         "files_over_400_lines": sorted(n for n, c in lines.items() if c > 400),
         "cycles": cycles(import_graph(imps)),
         "function_local_imports": sum(1 for i in imps if i.local),
@@ -250,11 +293,15 @@ def main(argv=None) -> int:
         return 0
     for name, m in s["modules"].items():
         print(f"{m['lines']:6d}  {m['layer']:18s} {name}")
-    print(f"\n{s['files']} files, {s['lines']} lines; largest {s['largest'][0]} ({s['largest'][1]} lines); "
-          f"over 400 lines: {', '.join(s['files_over_400_lines']) or 'none'}")
+    print(
+        f"\n{s['files']} files, {s['lines']} lines; largest {s['largest'][0]} ({s['largest'][1]} lines); "
+        f"over 400 lines: {', '.join(s['files_over_400_lines']) or 'none'}"
+    )
     print(f"import cycles: {len(s['cycles'])}" + "".join(f"\n  {' <-> '.join(c)}" for c in s["cycles"]))
-    print(f"function-local imports: {s['function_local_imports']}, of labkit's own modules: "
-          f"{s['function_local_own_imports']}")
+    print(
+        f"function-local imports: {s['function_local_imports']}, of labkit's own modules: "
+        f"{s['function_local_own_imports']}"
+    )
     print(f"heavy third-party imports at the top of a file: {len(s['heavy_top_level_imports'])}")
     print(f"layer violations: {len(s['layer_violations'])}" + "".join(f"\n  {v}" for v in s["layer_violations"]))
     return 0

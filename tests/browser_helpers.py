@@ -34,13 +34,25 @@ import psutil  # a dependency of ipykernel
 
 # --- the browser ---------------------------------------------------------------------------------
 
-BROWSER_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome",
-                      "/usr/bin/google-chrome-stable")
+BROWSER_CANDIDATES = (
+    "/usr/bin/chromium",
+    "/usr/bin/chromium-browser",
+    "/usr/bin/google-chrome",
+    "/usr/bin/google-chrome-stable",
+)
 BROWSER_ENV = "LABKIT_CHROMIUM"  # point the test at another Chromium/Chrome binary
 
 # Playwright adds its own automation flags; these keep Chromium off the network and quiet.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 def find_browser() -> str | None:
@@ -59,6 +71,7 @@ def find_browser() -> str | None:
 
 
 # --- notebooks -----------------------------------------------------------------------------------
+
 
 def rewrite_parameters(nb: dict, **values) -> dict:
     """Return `nb` with the named assignments in its `parameters` cell set to `values` (added if absent).
@@ -79,7 +92,7 @@ def rewrite_parameters(nb: dict, **values) -> dict:
             name = node.targets[0].id
             if name in todo:
                 first, last = node.lineno - 1, node.end_lineno - 1
-                lines[first:last + 1] = [f"{name} = {todo.pop(name)!r}"] + [""] * (last - first)
+                lines[first : last + 1] = [f"{name} = {todo.pop(name)!r}"] + [""] * (last - first)
     lines += [f"{k} = {v!r}" for k, v in todo.items()]
     cell["source"] = "\n".join(lines)
     for c in cells:
@@ -98,6 +111,7 @@ def prepare_notebook(src: Path, dest_dir: Path, **values) -> Path:
 
 
 # --- processes -----------------------------------------------------------------------------------
+
 
 def _alive(p: psutil.Process) -> bool:
     try:
@@ -157,10 +171,12 @@ def free_port() -> int:
 # User settings for a reproducible, offline JupyterLab: no news/update pop-ups, every cell attached
 # to the DOM (so outputs, prompts and figures of off-screen cells can be inspected and screenshotted).
 LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-        {"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings":
-        {"windowingMode": "none", "kernelShutdown": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+        "doNotDisturbMode": True,
+    },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none", "kernelShutdown": False},
     "@jupyterlab/apputils-extension/themes.jupyterlab-settings": {"theme": "JupyterLab Light"},
 }
 
@@ -186,9 +202,13 @@ class LabServer:
 
     def env(self) -> dict:
         env = {k: v for k, v in os.environ.items() if k not in HEADLESS_VARS}
-        for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                         ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
-                         ("IPYTHONDIR", "ipython")):
+        for var, sub in (
+            ("JUPYTER_CONFIG_DIR", "config"),
+            ("JUPYTER_RUNTIME_DIR", "runtime"),
+            ("JUPYTERLAB_SETTINGS_DIR", "settings"),
+            ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+            ("IPYTHONDIR", "ipython"),
+        ):
             env[var] = str(self.state / sub)
             (self.state / sub).mkdir(parents=True, exist_ok=True)
         env["JUPYTER_PLATFORM_DIRS"] = "1"
@@ -202,20 +222,38 @@ class LabServer:
             p.write_text(json.dumps(value))
         self.port = self.port or free_port()
         self.log_path = self.state / "jupyterlab.log"
-        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.allow_remote_access=False", "--LabApp.news_url=",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True",
-               "--ServerApp.terminals_enabled=False", "--MappingKernelManager.cull_idle_timeout=0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.allow_remote_access=False",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.terminals_enabled=False",
+            "--MappingKernelManager.cull_idle_timeout=0",
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # containers and CI runners often run as root
         log = open(self.log_path, "wb")
         try:
-            self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env(), stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.root,
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             log.close()
         deadline = time.monotonic() + timeout
@@ -236,8 +274,7 @@ class LabServer:
             return "(no log)"
 
     def api(self, method: str, path: str, timeout: float = 10):
-        req = urllib.request.Request(self.url + path, method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(self.url + path, method=method, headers={"Authorization": f"token {self.token}"})
         with urllib.request.urlopen(req, timeout=timeout) as r:
             body = r.read()
         return json.loads(body) if body else None
@@ -302,8 +339,11 @@ def open_notebook(page, server: LabServer, name: str, timeout_ms: int = 90_000) 
     """Open `name` (relative to the server root) in JupyterLab; wait for its kernel to be idle."""
     # a workspace of its own: JupyterLab would otherwise reopen (and start kernels for) earlier tabs
     workspace = "t" + secrets.token_hex(6)
-    page.goto(f"{server.url}/lab/workspaces/{workspace}/tree/{name}?token={server.token}",
-              wait_until="domcontentloaded", timeout=timeout_ms)
+    page.goto(
+        f"{server.url}/lab/workspaces/{workspace}/tree/{name}?token={server.token}",
+        wait_until="domcontentloaded",
+        timeout=timeout_ms,
+    )
     page.wait_for_selector(f"{NOTEBOOK} .jp-Cell", timeout=timeout_ms)
     page.wait_for_function("() => !!window.jupyterapp", timeout=timeout_ms)
     # the notebook fills the window: file browser closed
@@ -324,11 +364,15 @@ def kernel_status(page) -> str:
 
 
 def wait_kernel_idle(page, timeout_ms: int) -> None:
-    page.wait_for_function("""() => {
+    page.wait_for_function(
+        """() => {
         const w = window.jupyterapp.shell.currentWidget;
         const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
         return !!k && k.status === 'idle';
-    }""", timeout=timeout_ms, polling=250)
+    }""",
+        timeout=timeout_ms,
+        polling=250,
+    )
 
 
 def run_all_cells(page) -> None:
@@ -394,8 +438,10 @@ def figures(page) -> dict:
 
 
 # A labkit.widgets.interactive view is a VBox: [HTML title], HBox of controls, Output.
-WIDGET = (f"{NOTEBOOK} .widget-vbox:has(.widget-output, .jupyter-widgets-output-area)"
-          ":has(.widget-dropdown select, .widget-slider)")
+WIDGET = (
+    f"{NOTEBOOK} .widget-vbox:has(.widget-output, .jupyter-widgets-output-area)"
+    ":has(.widget-dropdown select, .widget-slider)"
+)
 WIDGET_OUTPUT = ".widget-output, .jupyter-widgets-output-area"
 
 # Fraction of an image's pixels that are "ink": not (near-)white once drawn on white.
@@ -425,8 +471,11 @@ def figure_ink(locator) -> list[float]:
 def blank_figures(page) -> list[str]:
     """Output images that did not decode or hold (almost) nothing drawn."""
     ink = figure_ink(page.locator(NOTEBOOK))
-    return [f"output image {i + 1} of {len(ink)} is " + ("not decodable" if v < 0 else f"blank ({100 * v:.2f}% ink)")
-            for i, v in enumerate(ink) if v < MIN_INK]
+    return [
+        f"output image {i + 1} of {len(ink)} is " + ("not decodable" if v < 0 else f"blank ({100 * v:.2f}% ink)")
+        for i, v in enumerate(ink)
+        if v < MIN_INK
+    ]
 
 
 def _widget(page, i):
@@ -536,16 +585,19 @@ def widget_figure_problems(record: dict) -> list[str]:
     before, after = record["ink_before"] or [], record["ink_after"] or []
     problems = []
     if len(after) < len(before):
-        problems.append(f"widget {record['index']}: {len(before)} figure(s) before moving {record['control']}, "
-                        f"{len(after)} after")
+        problems.append(
+            f"widget {record['index']}: {len(before)} figure(s) before moving {record['control']}, {len(after)} after"
+        )
     for k, v in enumerate(after):
         ref = before[k] if k < len(before) else None
         if v < MIN_INK or (ref and ref > 0 and v < MIN_INK_RATIO * ref):
-            problems.append(f"widget {record['index']}: the figure redrawn after moving {record['control']} is "
-                            f"blank or partly drawn ({100 * v:.2f}% ink; before the move {100 * ref:.2f}%)"
-                            if ref is not None else
-                            f"widget {record['index']}: the figure redrawn after moving {record['control']} is "
-                            f"blank ({100 * v:.2f}% ink)")
+            problems.append(
+                f"widget {record['index']}: the figure redrawn after moving {record['control']} is "
+                f"blank or partly drawn ({100 * v:.2f}% ink; before the move {100 * ref:.2f}%)"
+                if ref is not None
+                else f"widget {record['index']}: the figure redrawn after moving {record['control']} is "
+                f"blank ({100 * v:.2f}% ink)"
+            )
     return problems
 
 
@@ -570,8 +622,15 @@ def screenshot_widget(page, index: int, path: Path) -> None:
         bb = box.bounding_box()
         vp = page.viewport_size
         x, y = max(0, bb["x"] - 8), max(0, bb["y"] - 8)
-        page.screenshot(path=str(path), clip={"x": x, "y": y, "width": min(vp["width"] - x, bb["width"] + 16),
-                                              "height": min(vp["height"] - y, bb["height"] + 16)})
+        page.screenshot(
+            path=str(path),
+            clip={
+                "x": x,
+                "y": y,
+                "width": min(vp["width"] - x, bb["width"] + 16),
+                "height": min(vp["height"] - y, bb["height"] + 16),
+            },
+        )
     finally:
         page.set_viewport_size(old)
 
@@ -601,8 +660,11 @@ def screenshot_notebook(page, path: Path, max_height: int = 60_000) -> None:
         page.evaluate(f"y => {{ document.querySelector('{scroller}').scrollTop = y; }}", top)
         _settle(page)
         actual = page.evaluate(f"() => document.querySelector('{scroller}').scrollTop")
-        shot = Image.open(io.BytesIO(page.screenshot(clip={"x": geo["x"], "y": geo["y"], "width": geo["width"],
-                                                             "height": geo["height"]})))
+        shot = Image.open(
+            io.BytesIO(
+                page.screenshot(clip={"x": geo["x"], "y": geo["y"], "width": geo["width"], "height": geo["height"]})
+            )
+        )
         offset = top - int(actual)  # the last window may stop short of `top`
         part = shot.crop((0, offset, shot.width, min(shot.height, offset + total - top)))
         sheet.paste(part, (int(geo["x"]), int(geo["y"]) + top))

@@ -58,8 +58,13 @@ def run_nb(tmp_path):
 
     def _run(name: str, mode: str = "reference", quick: bool = True, reference=None, **extra):
         results = tmp_path / f"{name}.results.json"
-        params = {"mode": mode, "quick": quick, "reference": None if reference is None else str(reference),
-                  "results_path": str(results), **extra}
+        params = {
+            "mode": mode,
+            "quick": quick,
+            "reference": None if reference is None else str(reference),
+            "results_path": str(results),
+            **extra,
+        }
         t0 = time.perf_counter()
         executed = papermill_cli(find_notebook(name), tmp_path, params)
         assert results.exists(), f"{name} wrote no results JSON"

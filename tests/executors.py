@@ -37,15 +37,23 @@ def _bin(name: str) -> str:
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     """Run `cmd` in its own process group; on timeout kill the group (executor and kernel) and raise."""
-    proc = subprocess.Popen(cmd, cwd=str(cwd), env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=str(cwd),
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        raise TimeoutError(f"{' '.join(cmd[:3])} did not finish in {timeout:.0f} s (a hang?); last output:\n"
-                           f"{out[-2000:]}") from None
+        raise TimeoutError(
+            f"{' '.join(cmd[:3])} did not finish in {timeout:.0f} s (a hang?); last output:\n{out[-2000:]}"
+        ) from None
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
 
 
@@ -53,8 +61,20 @@ def papermill_cli(path: Path, out_dir: Path, parameters: dict, timeout: float = 
     """`papermill IN OUT -y PARAMS --cwd DIR`; returns the executed notebook. Raises with the log on failure."""
     out_dir.mkdir(parents=True, exist_ok=True)
     output = out_dir / Path(path).name
-    cmd = [_bin("papermill"), str(path), str(output), "-y", json.dumps(parameters), "--cwd", str(Path(path).parent),
-           "--kernel", "python3", "--no-progress-bar", "--execution-timeout", str(int(timeout))]
+    cmd = [
+        _bin("papermill"),
+        str(path),
+        str(output),
+        "-y",
+        json.dumps(parameters),
+        "--cwd",
+        str(Path(path).parent),
+        "--kernel",
+        "python3",
+        "--no-progress-bar",
+        "--execution-timeout",
+        str(int(timeout)),
+    ]
     done = _run(cmd, out_dir, timeout + 30)
     if done.returncode != 0:
         raise AssertionError(f"papermill failed on {Path(path).name} (exit {done.returncode}):\n{done.stdout[-4000:]}")
@@ -75,8 +95,18 @@ def nbconvert_execute(path: Path, out_dir: Path, parameters: dict, timeout: floa
     """`jupyter nbconvert --to notebook --execute` on a copy with `parameters` set; returns the executed copy."""
     src = with_parameters(Path(path), parameters, out_dir / "in" / Path(path).name)
     output = out_dir / Path(path).name
-    cmd = [_bin("jupyter"), "nbconvert", "--to", "notebook", "--execute", str(src), "--output", str(output),
-           f"--ExecutePreprocessor.timeout={int(timeout)}", "--ExecutePreprocessor.kernel_name=python3"]
+    cmd = [
+        _bin("jupyter"),
+        "nbconvert",
+        "--to",
+        "notebook",
+        "--execute",
+        str(src),
+        "--output",
+        str(output),
+        f"--ExecutePreprocessor.timeout={int(timeout)}",
+        "--ExecutePreprocessor.kernel_name=python3",
+    ]
     done = _run(cmd, Path(path).parent, timeout + 30)
     if done.returncode != 0:
         raise AssertionError(f"nbconvert failed on {Path(path).name} (exit {done.returncode}):\n{done.stdout[-4000:]}")

@@ -24,18 +24,17 @@ import re
 import time
 from pathlib import Path
 
+import browser_helpers as bh
 import pytest
 
 from labkit.notebooks import notebooks_dir
-
-import browser_helpers as bh
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NOTEBOOKS = sorted(notebooks_dir().glob("*.ipynb"))
 PARAMETERS = {"mode": "reference", "quick": True}
 # generous but bounded (a notebook takes 5-15 s here); raise them on a slow machine
-RUN_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_RUN_TIMEOUT", 180))   # Run All → every cell executed
+RUN_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_RUN_TIMEOUT", 180))  # Run All → every cell executed
 WIDGET_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_WIDGET_TIMEOUT", 30))  # a control moved → output redrawn
 IN_CI = os.environ.get("CI", "").lower() == "true"
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +53,10 @@ def _unavailable(reason: str):
 def chromium() -> str:
     path = bh.find_browser()
     if path is None:
-        _unavailable(f"no Chromium found (looked at ${bh.BROWSER_ENV}, {', '.join(bh.BROWSER_CANDIDATES)} "
-                     "and PATH; on Debian: apt-get install chromium)")
+        _unavailable(
+            f"no Chromium found (looked at ${bh.BROWSER_ENV}, {', '.join(bh.BROWSER_CANDIDATES)} "
+            "and PATH; on Debian: apt-get install chromium)"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -105,8 +106,13 @@ def browser(no_leftovers, chromium, tmp_path_factory):
     context = None
     try:
         context = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=chromium, headless=True, args=bh.CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900}, timeout=60_000)
+            str(profile),
+            executable_path=chromium,
+            headless=True,
+            args=bh.CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+            timeout=60_000,
+        )
         context.set_default_timeout(30_000)
         yield context
     finally:
@@ -130,19 +136,39 @@ def artifacts() -> Path:
 
 def test_parameters_rewrite_keeps_the_committed_notebook():
     """The helper rewrites the copy's parameters cell only; the source notebook stays as committed."""
-    src = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# t"},
-                     {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "outputs": [],
-                      "execution_count": None,
-                      "source": ['# a comment\n', 'mode = "auto"\n', 'quick = False\n', 'reference = None\n',
-                                 'results_path = None']}],
-           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    src = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "# t"},
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["parameters"]},
+                "outputs": [],
+                "execution_count": None,
+                "source": [
+                    "# a comment\n",
+                    'mode = "auto"\n',
+                    "quick = False\n",
+                    "reference = None\n",
+                    "results_path = None",
+                ],
+            },
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     original = json.dumps(src)
     out = bh.rewrite_parameters(src, mode="reference", quick=True, results_path="/tmp/r.json", extra=3)
     assert json.dumps(src) == original
     ns = {}
     exec(out["cells"][1]["source"], ns)
-    assert (ns["mode"], ns["quick"], ns["reference"], ns["results_path"], ns["extra"]) == \
-        ("reference", True, None, "/tmp/r.json", 3)
+    assert (ns["mode"], ns["quick"], ns["reference"], ns["results_path"], ns["extra"]) == (
+        "reference",
+        True,
+        None,
+        "/tmp/r.json",
+        3,
+    )
     assert "# a comment" in out["cells"][1]["source"]
 
 
@@ -203,12 +229,14 @@ def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, record_
             pass
         w = summary.get("widgets") or []
         # printed at the end of the run by conftest (this test may run in a pytest-xdist worker)
-        record_property(SUMMARY_PROPERTY,
-                        f"[browser] {notebook.stem}: {time.monotonic() - t0:.1f} s "
-                        f"(run all {summary.get('run_s', float('nan')):.1f} s), "
-                        f"figures {summary.get('figures')}, widgets responded {sum(x['changed'] for x in w)}/{len(w)} "
-                        f"{[x['control'] for x in w if x['changed']]}; screenshot: {shot}"
-                        + (f", {widget_shot}" if widget_shot.exists() else ""))
+        record_property(
+            SUMMARY_PROPERTY,
+            f"[browser] {notebook.stem}: {time.monotonic() - t0:.1f} s "
+            f"(run all {summary.get('run_s', float('nan')):.1f} s), "
+            f"figures {summary.get('figures')}, widgets responded {sum(x['changed'] for x in w)}/{len(w)} "
+            f"{[x['control'] for x in w if x['changed']]}; screenshot: {shot}"
+            + (f", {widget_shot}" if widget_shot.exists() else ""),
+        )
     if js_errors and failures:
         failures.append(f"JavaScript errors on the page: {js_errors[:5]}")
     assert not failures, f"{notebook.name} in JupyterLab:\n- " + "\n- ".join(failures)

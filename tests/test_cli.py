@@ -54,14 +54,17 @@ def test_bench_host_json_records():
     assert all(x["bandwidth_GBps"] > 0 and x["bandwidth_direction"] == "unidirectional" for x in recs)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["bench", "host", "--sizes", "0"], "at least 1 byte"),
-    (["bench", "host", "--sizes=-4KiB"], "cannot read size"),
-    (["bench", "host", "--sizes", "1TiB"], "above the limit"),
-    (["ref", "show", "no_such_dataset"], "no dataset named"),
-    (["model", "--size", "1GiB", "--gpus", "0", "--bandwidth", "10"], "world_size"),
-    (["run", "01", "--mode", "fast"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["bench", "host", "--sizes", "0"], "at least 1 byte"),
+        (["bench", "host", "--sizes=-4KiB"], "cannot read size"),
+        (["bench", "host", "--sizes", "1TiB"], "above the limit"),
+        (["ref", "show", "no_such_dataset"], "no dataset named"),
+        (["model", "--size", "1GiB", "--gpus", "0", "--bandwidth", "10"], "world_size"),
+        (["run", "01", "--mode", "fast"], "invalid choice"),
+    ],
+)
 def test_bad_input_gets_a_clear_error(args, needle):
     r = labkit(*args)
     assert r.returncode != 0
@@ -106,15 +109,19 @@ def test_copy_bench_without_gpu_says_what_is_missing():
 def test_data_files_are_parsed_as_csv_and_json_only():
     """No pickle, eval or exec on anything read from disk. (labkit.launch pickles return values
     between its own parent and child processes, as torch.multiprocessing does; it reads no files.)"""
-    from pathlib import Path
     import re
+    from pathlib import Path
 
     import labkit
 
     pat = re.compile(r"(pickle\.loads?\(|\beval\(|\bexec\(|torch\.load\(|yaml\.load\(|read_pickle|allow_pickle=True)")
-    offenders = [f"{p.name}:{i + 1}" for p in Path(labkit.__file__).parent.rglob("*.py") if p.name != "launch.py"
-                 for i, line in enumerate(p.read_text().splitlines())
-                 if pat.search(line) and not line.lstrip().startswith("#") and "literal_eval" not in line]
+    offenders = [
+        f"{p.name}:{i + 1}"
+        for p in Path(labkit.__file__).parent.rglob("*.py")
+        if p.name != "launch.py"
+        for i, line in enumerate(p.read_text().splitlines())
+        if pat.search(line) and not line.lstrip().startswith("#") and "literal_eval" not in line
+    ]
     assert not offenders, offenders
 
 

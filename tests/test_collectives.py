@@ -5,12 +5,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labkit.collectives import (AG, RS, algbw, bus_factor, busbw, chunk_bounds, ring_bytes_sent, ring_chunks,
-                                ring_steps, summation_tolerance)
 from labkit.allreduce.simulation import simulate_ring_allreduce
 from labkit.allreduce.views import draw_ring_state
+from labkit.collectives import (
+    AG,
+    RS,
+    algbw,
+    bus_factor,
+    busbw,
+    chunk_bounds,
+    ring_bytes_sent,
+    ring_chunks,
+    ring_steps,
+    summation_tolerance,
+)
 
 WORLD_SIZES = range(1, 17)
+
+
 # For each N: sizes N divides, sizes it does not, and fewer elements than ranks.
 def _counts(n):
     return sorted({1, max(n - 1, 1), n, n + 1, 2 * n, 3 * n + 2, 64, 97, 1000, 1001})
@@ -207,8 +219,9 @@ def test_busbw_matches_nccl_tests_columns_within_print_rounding(name, n, g):
     if "time_us" in g.columns:
         t = g.time_us.to_numpy(dtype=float)
         ok_rows = np.isfinite(t) & (t > 0)
-        ours = np.array([busbw("all_reduce", s, tt * 1e-6, n) if ok else np.nan
-                         for s, tt, ok in zip(g.nbytes, t, ok_rows)])
+        ours = np.array(
+            [busbw("all_reduce", s, tt * 1e-6, n) if ok else np.nan for s, tt, ok in zip(g.nbytes, t, ok_rows)]
+        )
         tol = 0.005 + ours * _print_step(t) / t + 1e-9
         time_ok = ~ok_rows | (np.abs(ours - g.busbw_GBps.to_numpy()) <= tol)
     quirk = SOURCE_QUIRKS.get((name, n))
@@ -243,11 +256,19 @@ def test_time_collectives_barriers_before_every_sample_and_interleaves():
         def call():
             log.append(("call", name))
             now[0] += seconds
+
         return call
 
-    out = time_collectives({"ring": make("ring", 2.0), "library": make("library", 1.0)}, repeats=2, warmup=1,
-                           barrier=lambda: log.append(("barrier",)), prepare=lambda n: log.append(("prepare", n)),
-                           before=lambda rep, n: log.append(("before", rep, n)), inner=2, clock=clock)
+    out = time_collectives(
+        {"ring": make("ring", 2.0), "library": make("library", 1.0)},
+        repeats=2,
+        warmup=1,
+        barrier=lambda: log.append(("barrier",)),
+        prepare=lambda n: log.append(("prepare", n)),
+        before=lambda rep, n: log.append(("before", rep, n)),
+        inner=2,
+        clock=clock,
+    )
     assert out == {"ring": [2.0, 2.0], "library": [1.0, 1.0]}  # seconds per call: elapsed / inner
     timed = log[4:]  # after the warm-up (prepare + call, each collective once)
     assert log[:4] == [("prepare", "ring"), ("call", "ring"), ("prepare", "library"), ("call", "library")]

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from labkit import cli
+from labkit.allreduce.correctness import check_worker
 from labkit.collectives import bus_factor
 from labkit.launch import launch
-from labkit.allreduce.correctness import check_worker
 
 pytestmark = pytest.mark.slow
 
@@ -65,8 +65,13 @@ def test_naive_root_sends_n_minus_1_buffers(reports):
 
 
 def test_other_dtypes_bit_identical_on_integers_and_within_tolerance_on_floats():
-    per_rank = launch(check_worker, 3, timeout_s=120, args=(["ring", "ring_simple", "tree"], [7, 1001]),
-                      kwargs={"dtypes": ("float64", "float16", "bfloat16")})
+    per_rank = launch(
+        check_worker,
+        3,
+        timeout_s=120,
+        args=(["ring", "ring_simple", "tree"], [7, 1001]),
+        kwargs={"dtypes": ("float64", "float16", "bfloat16")},
+    )
     reports = [r for rank_reports in per_rank for r in rank_reports]
     assert {r["dtype"] for r in reports} == {"float64", "float16", "bfloat16"}
     for r in reports:
@@ -83,11 +88,28 @@ def _children():
 
 def test_bench_prints_one_json_record_per_impl_and_size(capsys):
     before = _children()
-    rc = cli.main(["bench", "allreduce", "--backend", "gloo", "--ranks", "3", "--sizes", "64KiB,100KiB",
-                   "--impl", "ring,library,naive", "--repeats", "3", "--json"])
+    rc = cli.main(
+        [
+            "bench",
+            "allreduce",
+            "--backend",
+            "gloo",
+            "--ranks",
+            "3",
+            "--sizes",
+            "64KiB,100KiB",
+            "--impl",
+            "ring,library,naive",
+            "--repeats",
+            "3",
+            "--json",
+        ]
+    )
     assert rc == 0
     recs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert [(r["impl"], r["nbytes"]) for r in recs] == [(i, s) for s in (65536, 102400) for i in ("ring", "library", "naive")]
+    assert [(r["impl"], r["nbytes"]) for r in recs] == [
+        (i, s) for s in (65536, 102400) for i in ("ring", "library", "naive")
+    ]
     for r in recs:
         for key in ("impl", "backend", "world_size", "nbytes", "seconds", "algbw_GBps", "busbw_GBps"):
             assert key in r
@@ -101,8 +123,25 @@ def test_bench_prints_one_json_record_per_impl_and_size(capsys):
 def test_bench_fail_rank_names_the_rank_and_leaves_nothing_running(capsys):
     before = _children()
     t0 = time.monotonic()
-    rc = cli.main(["bench", "allreduce", "--ranks", "3", "--sizes", "256KiB", "--impl", "ring", "--repeats", "2",
-                   "--fail-rank", "1", "--timeout", "60", "--json"])
+    rc = cli.main(
+        [
+            "bench",
+            "allreduce",
+            "--ranks",
+            "3",
+            "--sizes",
+            "256KiB",
+            "--impl",
+            "ring",
+            "--repeats",
+            "2",
+            "--fail-rank",
+            "1",
+            "--timeout",
+            "60",
+            "--json",
+        ]
+    )
     assert rc == 2 and time.monotonic() - t0 < 60
     err = capsys.readouterr().err
     assert "rank 1 failed" in err and "InjectedFailure" in err and "--fail-rank" in err
@@ -110,8 +149,26 @@ def test_bench_fail_rank_names_the_rank_and_leaves_nothing_running(capsys):
 
 
 def test_bench_straggler_delays_everyone(capsys):
-    rc = cli.main(["bench", "allreduce", "--ranks", "2", "--sizes", "4KiB", "--impl", "library", "--repeats", "2",
-                   "--warmup", "1", "--no-check", "--straggler", "1:0.3", "--json"])
+    rc = cli.main(
+        [
+            "bench",
+            "allreduce",
+            "--ranks",
+            "2",
+            "--sizes",
+            "4KiB",
+            "--impl",
+            "library",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+            "--no-check",
+            "--straggler",
+            "1:0.3",
+            "--json",
+        ]
+    )
     assert rc == 0
     (rec,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     # Rank 0 starts its clock when it leaves the barrier, which can be a little after rank 1 leaves it
@@ -121,7 +178,12 @@ def test_bench_straggler_delays_everyone(capsys):
 
 
 def test_bench_rejects_bad_options():
-    for argv in (["--impl", "magic"], ["--fail-rank", "7"], ["--straggler", "1"], ["--sizes", "6B", "--dtype", "float32"]):
+    for argv in (
+        ["--impl", "magic"],
+        ["--fail-rank", "7"],
+        ["--straggler", "1"],
+        ["--sizes", "6B", "--dtype", "float32"],
+    ):
         assert cli.main(["bench", "allreduce", "--ranks", "2", "--timeout", "30", *argv]) == 2
 
 
@@ -132,8 +194,17 @@ def test_record_writes_a_valid_allreduce_sweep(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_allreduce, "RECORD_RANKS", 2)
     monkeypatch.setattr(bench_allreduce, "RECORD_MIN", "4KiB")
     monkeypatch.setattr(bench_allreduce, "RECORD_QUICK_MAX", "64KiB")
-    env = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "gpus": [], "cuda_available": False,
-           "date": "2026-01-01T00:00:00+00:00", "labkit": "0", "torch": "x", "python": "3"}
+    env = {
+        "host": "testhost",
+        "cpu": "test cpu",
+        "cpu_count": 2,
+        "gpus": [],
+        "cuda_available": False,
+        "date": "2026-01-01T00:00:00+00:00",
+        "labkit": "0",
+        "torch": "x",
+        "python": "3",
+    }
     names = bench_allreduce.record(tmp_path, True, env)
     assert names == ["allreduce_gloo_sweep"]
     ds = load("allreduce_gloo_sweep", tmp_path)

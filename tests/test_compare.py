@@ -18,11 +18,25 @@ SIZES = pow2_sizes(4, 64 << 20)  # 4 B … 64 MiB
 
 
 def meta(kind: str, host: str, direction: str = "unidirectional", **extra) -> dict:
-    return {"kind": kind, "title": f"synthetic {kind} on {host}", "system": f"{host}: test machine", "gpu": "none",
-            "gpu_count": 1, "nodes": 1, "interconnect": "synthetic", "software": "labkit tests",
-            "date": "2025-01-02", "method": "α-β law, exact", "source": f"labkit record on {host}",
-            "source_file": "labkit record", "caveats": "synthetic numbers for tests", "quality": "A",
-            "bandwidth_direction": direction, "provenance": "measured", **extra}
+    return {
+        "kind": kind,
+        "title": f"synthetic {kind} on {host}",
+        "system": f"{host}: test machine",
+        "gpu": "none",
+        "gpu_count": 1,
+        "nodes": 1,
+        "interconnect": "synthetic",
+        "software": "labkit tests",
+        "date": "2025-01-02",
+        "method": "α-β law, exact",
+        "source": f"labkit record on {host}",
+        "source_file": "labkit record",
+        "caveats": "synthetic numbers for tests",
+        "quality": "A",
+        "bandwidth_direction": direction,
+        "provenance": "measured",
+        **extra,
+    }
 
 
 def copy_rows(beta_GBps: float, sizes=SIZES, directions=(("h2d", "pinned"), ("d2h", "pinned"))) -> pd.DataFrame:
@@ -31,8 +45,9 @@ def copy_rows(beta_GBps: float, sizes=SIZES, directions=(("h2d", "pinned"), ("d2
     for direction, memory in directions:
         for n in sizes:
             t = ALPHA_S + n / (beta_GBps * GB)
-            rows.append({"direction": direction, "memory": memory, "nbytes": n, "bandwidth_GBps": n / t / GB,
-                         "time_s": t})
+            rows.append(
+                {"direction": direction, "memory": memory, "nbytes": n, "bandwidth_GBps": n / t / GB, "time_s": t}
+            )
     return pd.DataFrame(rows)
 
 
@@ -40,19 +55,28 @@ def profile(folder, host: str, datasets: dict) -> str:
     """A profile folder as `labkit record` writes it: datasets + profile.json."""
     for name, (frame, m) in datasets.items():
         write_dataset(folder, name, frame, m)
-    (folder / PROFILE_FILE).write_text(json.dumps(
-        {"schema_version": SCHEMA_VERSION, "created": "2025-01-02T10:00:00+00:00", "host": host,
-         "experiments": {"copy": list(datasets)}, "environment": {"host": host}}))
+    (folder / PROFILE_FILE).write_text(
+        json.dumps(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "created": "2025-01-02T10:00:00+00:00",
+                "host": host,
+                "experiments": {"copy": list(datasets)},
+                "environment": {"host": host},
+            }
+        )
+    )
     return str(folder)
 
 
 @pytest.fixture
 def two_profiles(tmp_path):
-    before = profile(tmp_path / "before", "node-a", {
-        "gpu_copy_sweep": (copy_rows(12.0), meta("copy_sweep", "node-a"))})
+    before = profile(tmp_path / "before", "node-a", {"gpu_copy_sweep": (copy_rows(12.0), meta("copy_sweep", "node-a"))})
     # the fix doubles β; this machine also swept one size further and has a host-memory series
-    after_rows = pd.concat([copy_rows(24.0, SIZES + [128 << 20]),
-                            copy_rows(80.0, SIZES, directions=(("host", "host"),))], ignore_index=True)
+    after_rows = pd.concat(
+        [copy_rows(24.0, SIZES + [128 << 20]), copy_rows(80.0, SIZES, directions=(("host", "host"),))],
+        ignore_index=True,
+    )
     after = profile(tmp_path / "after", "node-b", {"gpu_copy_sweep": (after_rows, meta("copy_sweep", "node-b"))})
     return before, after
 
@@ -74,15 +98,23 @@ def test_compare_table_uses_plateau_and_n_half_on_common_sizes(two_profiles):
     # the series only one profile has is listed, not silently dropped
     assert any("direction=host" in n and "only in after" in n for n in result.not_compared)
     text = result.table()
-    for needle in ("before — node-a, 2025-01-02", "after — node-b, 2025-01-02", "plateau bandwidth (GB/s)", "n½",
-                   "not compared:"):
+    for needle in (
+        "before — node-a, 2025-01-02",
+        "after — node-b, 2025-01-02",
+        "plateau bandwidth (GB/s)",
+        "n½",
+        "not compared:",
+    ):
         assert needle in text
 
 
 def test_bidirectional_is_not_compared_with_unidirectional(tmp_path):
     uni = profile(tmp_path / "uni", "node-a", {"gpu_copy_sweep": (copy_rows(12.0), meta("copy_sweep", "node-a"))})
-    bi = profile(tmp_path / "bi", "node-b", {
-        "gpu_copy_sweep": (copy_rows(24.0), meta("copy_sweep", "node-b", direction="bidirectional"))})
+    bi = profile(
+        tmp_path / "bi",
+        "node-b",
+        {"gpu_copy_sweep": (copy_rows(24.0), meta("copy_sweep", "node-b", direction="bidirectional"))},
+    )
     with pytest.raises(CompareError) as e:
         compare([uni, bi])
     msg = str(e.value)
@@ -100,7 +132,9 @@ def test_refuses_different_unit_columns_and_disjoint_sizes(tmp_path):
     b = profile(tmp_path / "b", "b", {"allreduce": (allreduce("time_us", SIZES[10:]), meta("allreduce_sweep", "b"))})
     with pytest.raises(CompareError, match=r"busbw_GBps.*time_us.*no value column with the same unit"):
         compare([a, b])
-    c = profile(tmp_path / "c", "c", {"allreduce": (allreduce("busbw_GBps", [3000, 5000]), meta("allreduce_sweep", "c"))})
+    c = profile(
+        tmp_path / "c", "c", {"allreduce": (allreduce("busbw_GBps", [3000, 5000]), meta("allreduce_sweep", "c"))}
+    )
     with pytest.raises(CompareError, match="no message size in common") as e:
         compare([a, c])
     assert a in str(e.value) and c in str(e.value)
@@ -108,9 +142,16 @@ def test_refuses_different_unit_columns_and_disjoint_sizes(tmp_path):
 
 def test_profile_against_a_shipped_reference_dataset(tmp_path):
     """A dataset name pairs by kind; only the sizes both have are compared (here bandwidthTest's 32 MB)."""
-    mine = profile(tmp_path / "mine", "node-a", {
-        "gpu_copy_sweep": (copy_rows(12.0, SIZES + [32_000_000], directions=(("h2d", "pinned"),)),
-                           meta("copy_sweep", "node-a"))})
+    mine = profile(
+        tmp_path / "mine",
+        "node-a",
+        {
+            "gpu_copy_sweep": (
+                copy_rows(12.0, SIZES + [32_000_000], directions=(("h2d", "pinned"),)),
+                meta("copy_sweep", "node-a"),
+            )
+        },
+    )
     result = compare([mine, "bandwidthtest_pinned_pageable_a100_80gb_pcie_dell"])
     rows = result.to_frame()
     assert set(rows.group) == {"direction=h2d, memory=pinned"}
@@ -147,9 +188,15 @@ def test_cli_compare_json_and_refusal(two_profiles, tmp_path, capsys):
 
 def test_points_compare_by_quantity_and_unit(tmp_path):
     def points(values):
-        return pd.DataFrame({"quantity": ["pin_memory() cost", "pin_memory() cost", "loader throughput"],
-                             "value": values, "unit": ["s", "s", "GB/s"], "bandwidth_direction": ["none", "none", "unidirectional"],
-                             "nbytes": [1 << 20, 1 << 24, None]})
+        return pd.DataFrame(
+            {
+                "quantity": ["pin_memory() cost", "pin_memory() cost", "loader throughput"],
+                "value": values,
+                "unit": ["s", "s", "GB/s"],
+                "bandwidth_direction": ["none", "none", "unidirectional"],
+                "nbytes": [1 << 20, 1 << 24, None],
+            }
+        )
 
     a = profile(tmp_path / "a", "a", {"pin_cost": (points([1e-4, 1e-3, 5.0]), meta("point", "a", direction="mixed"))})
     b = profile(tmp_path / "b", "b", {"pin_cost": (points([2e-4, 2e-3, 10.0]), meta("point", "b", direction="mixed"))})

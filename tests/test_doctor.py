@@ -5,14 +5,37 @@ import os
 from labkit import doctor
 from labkit.system import Finding, environment
 
-BASE = {"torch": "2.13.0", "cuda_build": "12.8", "cuda_available": True, "cuda_device_count": 1, "nccl": "2.27.5",
-        "gpus": [], "numa_nodes": {}, "topology": None, "labkit": "0", "host": "h", "platform": "p",
-        "cpu": "c", "cpu_count": 2, "python": "3.11"}
+BASE = {
+    "torch": "2.13.0",
+    "cuda_build": "12.8",
+    "cuda_available": True,
+    "cuda_device_count": 1,
+    "nccl": "2.27.5",
+    "gpus": [],
+    "numa_nodes": {},
+    "topology": None,
+    "labkit": "0",
+    "host": "h",
+    "platform": "p",
+    "cpu": "c",
+    "cpu_count": 2,
+    "python": "3.11",
+}
 
 
 def gpu(**kw):
-    return {"index": 0, "name": "NVIDIA H100", "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16,
-            "pcie_width_max": 16, "numa_node": None, "bus_id": "00000000:C2:00.0", "driver": "570", **kw}
+    return {
+        "index": 0,
+        "name": "NVIDIA H100",
+        "pcie_gen_current": 5,
+        "pcie_gen_max": 5,
+        "pcie_width_current": 16,
+        "pcie_width_max": 16,
+        "numa_node": None,
+        "bus_id": "00000000:C2:00.0",
+        "driver": "570",
+        **kw,
+    }
 
 
 def diagnose(env):
@@ -73,8 +96,14 @@ def test_report_on_this_machine_runs():
 
 def test_doctor_names_the_pair_link_and_likely_cause_from_topology():
     topo = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPHB\t0-3\t0\nGPU1\tPHB\t X \t0-3\t0\n"
-    env = {**BASE, "cuda_device_count": 2, "cuda_devices": ["NVIDIA GeForce RTX 4090"] * 2,
-           "gpus": [gpu(), gpu(index=1)], "peer_access": {"0->1": False, "1->0": False}, "topology": topo}
+    env = {
+        **BASE,
+        "cuda_device_count": 2,
+        "cuda_devices": ["NVIDIA GeForce RTX 4090"] * 2,
+        "gpus": [gpu(), gpu(index=1)],
+        "peer_access": {"0->1": False, "1->0": False},
+        "topology": topo,
+    }
     out = diagnose(env)
     warns = [m for lvl, m in out if lvl == "warn" and "peer access" in m]
     assert len(warns) == 1 and warns[0].startswith("GPU0↔GPU1 (PHB)") and "GeForce" in warns[0]
@@ -85,7 +114,12 @@ def test_doctor_names_the_pair_link_and_likely_cause_from_topology():
 
 def test_sys_pairs_are_reported_once_when_peer_access_is_known():
     topo = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tSYS\t0-3\t0\nGPU1\tSYS\t X \t4-7\t1\n"
-    env = {**BASE, "cuda_device_count": 2, "gpus": [gpu(), gpu(index=1)], "topology": topo,
-           "peer_access": {"0->1": True, "1->0": True}}
+    env = {
+        **BASE,
+        "cuda_device_count": 2,
+        "gpus": [gpu(), gpu(index=1)],
+        "topology": topo,
+        "peer_access": {"0->1": True, "1->0": True},
+    }
     sys_lines = [m for lvl, m in diagnose(env) if "SYS" in m]
     assert len(sys_lines) == 1 and "GPU0↔GPU1" in sys_lines[0]

@@ -3,7 +3,6 @@ labelled emulated) and cleaned up, bytes over it match the formulas, and the mod
 
 from __future__ import annotations
 
-import math
 import time
 
 import pytest
@@ -38,8 +37,17 @@ def check_layouts(rank, world_size, layouts, numels):
                     link.reset()
                     fn(y, groups, link)
                     same = torch.equal(y, ref) if dtype == torch.int64 else torch.allclose(y, ref, rtol=1e-5, atol=1e-4)
-                    out.append({"g": g, "numel": numel, "dtype": str(dtype), "algo": name, "ok": bool(same),
-                                "inter": link.sent["inter"], "intra": link.sent["intra"]})
+                    out.append(
+                        {
+                            "g": g,
+                            "numel": numel,
+                            "dtype": str(dtype),
+                            "algo": name,
+                            "ok": bool(same),
+                            "inter": link.sent["inter"],
+                            "intra": link.sent["intra"],
+                        }
+                    )
     return out
 
 
@@ -112,7 +120,9 @@ def test_shared_uplink_paces_sends(tmp_path):
 
 
 def test_ladder_rungs_and_ratios():
-    host = ladder.LevelSweep("host_memory", "measured here: x", (1024, 1 << 20, 64 << 20), (5.0, 40.0, 10.0), "measured")
+    host = ladder.LevelSweep(
+        "host_memory", "measured here: x", (1024, 1 << 20, 64 << 20), (5.0, 40.0, 10.0), "measured"
+    )
     proc = ladder.LevelSweep("processes", "measured here: y", (1024, 32 << 20, 64 << 20), (0.01, 1.0, 1.0), "measured")
     measured = rungs.measured_rungs([host, proc], llc_bytes=32 << 20)
     t = rungs.ladder_table(measured + rungs.spec_rungs())
@@ -163,7 +173,12 @@ def test_hierarchical_equals_all_reduce_on_awkward_layouts():
     for g in (2, 3):
         m = 6 // g
         b = cluster.slow_link_bytes(S, g, m)
-        mine = [r for per_rank in res for r in per_rank if r["g"] == g and r["numel"] == 6 * 6 * 64 and "float" in r["dtype"]]
+        mine = [
+            r
+            for per_rank in res
+            for r in per_rank
+            if r["g"] == g and r["numel"] == 6 * 6 * 64 and "float" in r["dtype"]
+        ]
         hier = [r["inter"] for r in mine if r["algo"] == "hierarchical"]
         flat = [r["inter"] for r in mine if r["algo"] == "flat_ring"]
         assert hier == [b["hier_per_rank"]] * 6
@@ -198,8 +213,16 @@ def test_compare_over_network_namespaces_cleans_up():
 
 @pytest.mark.slow
 def test_emulated_link_straggler_and_process_level_in_one_launch():
-    live = comparison.run_live(4, 2, compare_sizes=[256 * 1024], ladder_sizes=[4096, 1 << 20],
-                              straggler_delay=(2, 0.3), slow_link="emulated", rate_GBps=0.005, repeats=3)
+    live = comparison.run_live(
+        4,
+        2,
+        compare_sizes=[256 * 1024],
+        ladder_sizes=[4096, 1 << 20],
+        straggler_delay=(2, 0.3),
+        slow_link="emulated",
+        rate_GBps=0.005,
+        repeats=3,
+    )
     cmp = live.comparison
     assert cmp.slow_link == "emulated" and cmp.slow_link_text.startswith("emulated:")
     _assert_comparison(cmp)

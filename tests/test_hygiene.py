@@ -3,7 +3,6 @@
 import ast
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -40,7 +39,9 @@ def test_notebook_is_clean_and_parameterised(path):
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
 def test_notebook_has_the_teaching_sections(path):
-    text = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown").lower()
+    text = "\n".join(
+        "".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown"
+    ).lower()
     for section in ("predict", "exercise", "interview", "your own cluster", "sources"):
         assert section in text, f"{path.name}: no {section!r} section"
     assert "<details>" in text, f"{path.name}: interview answers should be collapsible"
@@ -58,16 +59,23 @@ def _code_cells(path):
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
 def test_code_cells_are_short(path):
-    long = [(i, len("".join(c["source"]).splitlines())) for i, c in enumerate(_code_cells(path))
-            if len("".join(c["source"]).splitlines()) > MAX_CODE_CELL_LINES]
+    long = [
+        (i, len("".join(c["source"]).splitlines()))
+        for i, c in enumerate(_code_cells(path))
+        if len("".join(c["source"]).splitlines()) > MAX_CODE_CELL_LINES
+    ]
     assert not long, f"{path.name}: code cells over {MAX_CODE_CELL_LINES} lines (index, lines): {long}"
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
 def test_no_code_cell_branches_on_the_mode(path):
     """What an experiment shows (measured here, recorded, or a fallback) is decided by session.show."""
-    found = [line.strip() for c in _code_cells(path) for line in "".join(c["source"]).splitlines()
-             if _MODE_BRANCH.search(line)]
+    found = [
+        line.strip()
+        for c in _code_cells(path)
+        for line in "".join(c["source"]).splitlines()
+        if _MODE_BRANCH.search(line)
+    ]
     assert not found, f"{path.name}: if/else over modes in code cells: {found}"
 
 

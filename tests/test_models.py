@@ -8,7 +8,7 @@ from labkit.units import GB
 def test_fit_recovers_alpha_beta_from_noisy_synthetic_data():
     rng = np.random.default_rng(0)
     alpha, beta_GBps = 5e-6, 24.0
-    n = np.array([2 ** k for k in range(2, 31)], dtype=float)
+    n = np.array([2**k for k in range(2, 31)], dtype=float)
     t = (alpha + n / (beta_GBps * GB)) * (1 + rng.normal(0, 0.03, n.size))  # 3% multiplicative noise
     fit = models.fit_alpha_beta(n, t)
     assert fit.latency_s == pytest.approx(alpha, rel=0.1)
@@ -49,9 +49,12 @@ def test_collective_models_textbook_cases():
     assert models.allreduce_time(S, 8, b, 0.0, "tree") == pytest.approx(2 * S / (b * GB))
     # hierarchical with one group (or one rank per group) is the flat ring
     flat = models.allreduce_time(S, 8, b, a, "ring")
-    assert models.allreduce_time(S, 8, b, a, "hierarchical", gpus_per_node=8, inter_bandwidth_GBps=1.0) == pytest.approx(flat)
-    assert models.allreduce_time(S, 8, 1e9, 0.0, "hierarchical", gpus_per_node=1, inter_bandwidth_GBps=b) == \
-        pytest.approx(models.allreduce_time(S, 8, b, 0.0, "ring"), rel=1e-6)
+    assert models.allreduce_time(
+        S, 8, b, a, "hierarchical", gpus_per_node=8, inter_bandwidth_GBps=1.0
+    ) == pytest.approx(flat)
+    assert models.allreduce_time(
+        S, 8, 1e9, 0.0, "hierarchical", gpus_per_node=1, inter_bandwidth_GBps=b
+    ) == pytest.approx(models.allreduce_time(S, 8, b, 0.0, "ring"), rel=1e-6)
     with pytest.raises(ValueError):
         models.allreduce_time(S, 8, b, algorithm="hierarchical", gpus_per_node=3, inter_bandwidth_GBps=1)
     with pytest.raises(ValueError):

@@ -21,7 +21,11 @@ def test_nb04_reference_mode(run_nb):
     assert set(reference.list_datasets(kind="p2p_matrix")) <= shown
     assert any("bandwidthtest_rtx2080ti" in n for n in shown)
     # the headless widget drew its static default: the complete 8x A100 set, unidirectional, P2P on
-    assert r["experiments"]["widget"]["default"] == ["p2p_8xa100_sxm4_80gb_nvswitch_distserve", "bandwidth_uni", "enabled"]
+    assert r["experiments"]["widget"]["default"] == [
+        "p2p_8xa100_sxm4_80gb_nvswitch_distserve",
+        "bandwidth_uni",
+        "enabled",
+    ]
     # numbers come from the recorded matrices (medians over GPU pairs)
     n = r["numbers"]
     assert 260 < n["a100_uni_p2p_GBps"] < 280 and 15 < n["a100_uni_staged_GBps"] < 21
@@ -32,12 +36,21 @@ def test_nb04_reference_mode(run_nb):
     assert model["serial_GBps"] < model["pipelined_GBps"] and model["recorded_GBps"] < model["pipelined_GBps"]
     # self-checks: data valid, invariants hold, diagnosis finds what it should, figures labelled
     assert r["all_checks_passed"], r["checks"]
-    for name in ("recorded_matrices_valid", "bidirectional_at_least_unidirectional_on_nvlink",
-                 "diagnosis_finds_a100_staged_outliers", "diagnosis_finds_geforce_without_p2p",
-                 "diagnosis_quiet_on_healthy_nvlink_bridge", "tp_answer_key_selfcheck", "figures_labelled"):
+    for name in (
+        "recorded_matrices_valid",
+        "bidirectional_at_least_unidirectional_on_nvlink",
+        "diagnosis_finds_a100_staged_outliers",
+        "diagnosis_finds_geforce_without_p2p",
+        "diagnosis_quiet_on_healthy_nvlink_bridge",
+        "tp_answer_key_selfcheck",
+        "figures_labelled",
+    ):
         assert r["checks"][name] is True, name
-    assert r["experiments"]["tp_answer_key"] == {"tp2": [0, 2], "tp4": [0, 1, 2, 3],
-                                                 "partition_tp2": [[0, 2], [1, 3], [4, 6], [5, 7]]}
+    assert r["experiments"]["tp_answer_key"] == {
+        "tp2": [0, 2],
+        "tp4": [0, 1, 2, 3],
+        "partition_tp2": [[0, 2], [1, 3], [4, 6], [5, 7]],
+    }
     # unanswered exercises and predictions are reported, not crashed on
     assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
     assert set(r["experiments"]["predictions"].values()) == {"not attempted"}
@@ -50,8 +63,11 @@ def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
 
     topo = placement.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
     a100 = reference.load("p2p_8xa100_sxm4_80gb_nvswitch_distserve")
-    odd = {tuple(sorted(f.pairs[0])) for f in diagnosis.diagnose(a100)
-           if f.rule == "outlier_pair" and "unidirectional, P2P off" in f.message}
+    odd = {
+        tuple(sorted(f.pairs[0]))
+        for f in diagnosis.diagnose(a100)
+        if f.rule == "outlier_pair" and "unidirectional, P2P off" in f.message
+    }
     uni = matrices.median_off_diagonal(matrices.matrix(a100, "bandwidth_uni", "enabled"))
     assert placement.check_tp_group("1a", [0, 2], topo, 2, include=[0]).passed
     assert placement.check_tp_group("1b", [0, 1, 2, 3], topo, 4, include=[0]).passed

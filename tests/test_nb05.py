@@ -43,9 +43,17 @@ def _gloo_ring_still_runs_live(results):
 
 
 def _every_self_check_passed(results):
-    expected = {"simulation_sums_exact_N1_to_16", "simulation_bytes_per_rank", "gloo_bit_identical_on_integer_inputs",
-                "gloo_random_floats_within_tolerance", "gloo_ring_matches_simulation", "gloo_ring_bytes_match_schedule",
-                "bench_results_correct", "failing_rank_named_in_notebook", "figures_labelled"}
+    expected = {
+        "simulation_sums_exact_N1_to_16",
+        "simulation_bytes_per_rank",
+        "gloo_bit_identical_on_integer_inputs",
+        "gloo_random_floats_within_tolerance",
+        "gloo_ring_matches_simulation",
+        "gloo_ring_bytes_match_schedule",
+        "bench_results_correct",
+        "failing_rank_named_in_notebook",
+        "figures_labelled",
+    }
     assert expected <= set(results["checks"])
     assert results["all_checks_passed"], {k: v for k, v in results["checks"].items() if not v}
 

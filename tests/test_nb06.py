@@ -28,8 +28,14 @@ def test_nb06_reference_mode(run_nb):
     assert r["all_checks_passed"], r["checks"]
     # every figure (the widget's too) went through session.figure and has a title, units and a source
     assert r["checks"]["figures_labelled"] and r["figures_checked"] >= 6 and r["figure_problems"] == []
-    for name in ("hand_written_equal_dist_all_reduce", "counted_bytes_equal_formula", "ladder_same_sizes_every_level",
-                 "straggler_everyone_waits", "recorded_between_model_bounds", "model_7b_example_54ms"):
+    for name in (
+        "hand_written_equal_dist_all_reduce",
+        "counted_bytes_equal_formula",
+        "ladder_same_sizes_every_level",
+        "straggler_everyone_waits",
+        "recorded_between_model_bounds",
+        "model_7b_example_54ms",
+    ):
         assert r["checks"][name], name
     n = r["numbers"]
     # bytes over the slow link, 2 groups of 2, S = 1 MiB: flat 2 × 2(N−1)/N·S, hierarchical N × 2(m−1)/m·S/g
@@ -45,9 +51,14 @@ def test_nb06_reference_mode(run_nb):
     assert n["recorded_h100_cliff_1_to_2_nodes"] == pytest.approx(473.6 / 154.74)
     assert n["model_h100_cliff_flat"] > n["recorded_h100_cliff_1_to_2_nodes"] > n["model_h100_cliff_hierarchical"]
     assert n["tp16_comm_flat_s"] > 5 * n["tp8_comm_s"]
-    for ds in ("nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",
-               "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks", "nccl_allreduce_64xh100_8node_ib_sharp_coreweave",
-               "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce", "p2p_uni_writes_8xh100_nvswitch_mlengineering"):
+    for ds in (
+        "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290",
+        "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",
+        "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks",
+        "nccl_allreduce_64xh100_8node_ib_sharp_coreweave",
+        "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce",
+        "p2p_uni_writes_8xh100_nvswitch_mlengineering",
+    ):
         assert ds in r["datasets"], ds
     # the interview cell: this run's ladder steps and speed-up (measured here), the recorded cliff, the same numbers
     iv = exp["interview"]
@@ -56,8 +67,10 @@ def test_nb06_reference_mode(run_nb):
     assert all(math.isfinite(v) and v > 1 for k, v in iv.items() if k.startswith("ladder_"))  # each step is down
     assert iv["flat_over_hierarchical"] == pytest.approx(n["measured_speedup_flat_over_hierarchical"])
     assert iv["slow_link"].startswith("emulated" if exp["hierarchical_gloo"]["slow_link"] == "emulated" else "real")
-    assert iv["bytes_across"] == {"flat_ring": n["flat_bytes_over_slow_link"],
-                                  "hierarchical": n["hierarchical_bytes_over_slow_link"]}
+    assert iv["bytes_across"] == {
+        "flat_ring": n["flat_bytes_over_slow_link"],
+        "hierarchical": n["hierarchical_bytes_over_slow_link"],
+    }
     assert iv["cliff_recorded"] == pytest.approx(n["recorded_h100_cliff_1_to_2_nodes"]) and iv["cliff_recorded"] > 1
     assert iv["cliff_source"].startswith("recorded: H100") and "nccl-tests" in iv["cliff_source"]
     assert iv["spec_nvlink_over_nic"] == pytest.approx(450 / 50)  # NVLink 4 vs NDR 400 Gb/s, per direction

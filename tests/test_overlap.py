@@ -13,19 +13,31 @@ import pytest
 from labkit.overlap import bench_overlap, figures, measure, recorded, streams, timelines
 from labkit.overlap.timelines import Span, Timeline
 
-ENV = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "date": "2026-01-01T00:00:00+00:00",
-       "cuda_available": False, "gpus": [], "labkit": "test", "torch": "test", "python": "3"}
+ENV = {
+    "host": "testhost",
+    "cpu": "test cpu",
+    "cpu_count": 2,
+    "date": "2026-01-01T00:00:00+00:00",
+    "cuda_available": False,
+    "gpus": [],
+    "labkit": "test",
+    "torch": "test",
+    "python": "3",
+}
 
 
 # --------------------------------------------------------------------------- efficiency arithmetic
-@pytest.mark.parametrize("t_copy, t_compute, t_both, expected", [
-    (2.0, 4.0, 4.0, 1.0),  # the copy hides completely under the compute
-    (2.0, 4.0, 6.0, 0.0),  # serialised
-    (2.0, 4.0, 5.0, 0.5),  # half of the shorter job hidden
-    (4.0, 2.0, 5.0, 0.5),  # symmetric in copy and compute
-    (3.0, 3.0, 3.0, 1.0),
-    (2.0, 4.0, 7.0, -0.5),  # both at once slower than one after the other: they fought
-])
+@pytest.mark.parametrize(
+    "t_copy, t_compute, t_both, expected",
+    [
+        (2.0, 4.0, 4.0, 1.0),  # the copy hides completely under the compute
+        (2.0, 4.0, 6.0, 0.0),  # serialised
+        (2.0, 4.0, 5.0, 0.5),  # half of the shorter job hidden
+        (4.0, 2.0, 5.0, 0.5),  # symmetric in copy and compute
+        (3.0, 3.0, 3.0, 1.0),
+        (2.0, 4.0, 7.0, -0.5),  # both at once slower than one after the other: they fought
+    ],
+)
 def test_overlap_efficiency(t_copy, t_compute, t_both, expected):
     assert timelines.overlap_efficiency(t_copy, t_compute, t_both) == pytest.approx(expected)
 
@@ -59,9 +71,16 @@ def test_span_validation():
 
 
 def _tl():
-    return Timeline("t", (Span("copy", "copy 0", 0.0, 2.0), Span("copy", "copy 1", 2.0, 4.0),
-                          Span("compute", "compute 0", 2.0, 5.0), Span("compute", "compute 1", 5.0, 8.0)),
-                    "model: hand-made")
+    return Timeline(
+        "t",
+        (
+            Span("copy", "copy 0", 0.0, 2.0),
+            Span("copy", "copy 1", 2.0, 4.0),
+            Span("compute", "compute 0", 2.0, 5.0),
+            Span("compute", "compute 1", 5.0, 8.0),
+        ),
+        "model: hand-made",
+    )
 
 
 def test_timeline_quantities():
@@ -146,11 +165,25 @@ def _eff_frame(rows):
 
     out = []
     for ratio, rep, tc, tk, tb in rows:
-        for scenario, spans in ((timelines.COPY_ALONE, [("copy", 0, tc)]), (timelines.COMPUTE_ALONE, [("compute", 0, tk)]),
-                                (timelines.BOTH, [("copy", 0, tc), ("compute", 0, tb)])):
+        for scenario, spans in (
+            (timelines.COPY_ALONE, [("copy", 0, tc)]),
+            (timelines.COMPUTE_ALONE, [("compute", 0, tk)]),
+            (timelines.BOTH, [("copy", 0, tc), ("compute", 0, tb)]),
+        ):
             for stream, a, b in spans:
-                out.append({"scenario": scenario, "event": stream, "stream": stream, "start_s": a,
-                            "end_s": b, "compute_to_copy": ratio, "repeat": rep, "nbytes": 1, "memory": "host"})
+                out.append(
+                    {
+                        "scenario": scenario,
+                        "event": stream,
+                        "stream": stream,
+                        "start_s": a,
+                        "end_s": b,
+                        "compute_to_copy": ratio,
+                        "repeat": rep,
+                        "nbytes": 1,
+                        "memory": "host",
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -165,8 +198,7 @@ def test_efficiency_counts_from_the_submission_origin():
 
 
 def test_efficiency_table_from_spans():
-    f = _eff_frame([(1.0, 0, 2.0, 2.0, 3.0), (1.0, 1, 2.0, 2.0, 3.0), (1.0, 2, 2.0, 2.0, 4.0),
-                    (4.0, 0, 1.0, 4.0, 4.0)])
+    f = _eff_frame([(1.0, 0, 2.0, 2.0, 3.0), (1.0, 1, 2.0, 2.0, 3.0), (1.0, 2, 2.0, 2.0, 4.0), (4.0, 0, 1.0, 4.0, 4.0)])
     t = timelines.efficiency_table(f).set_index("compute_to_copy")
     assert t.loc[1.0, "efficiency"] == pytest.approx(0.5)  # median of the per-repeat 0.5, 0.5, 0.0
     assert t.loc[1.0, "t_both_s"] == pytest.approx(3.0)
@@ -249,7 +281,7 @@ class _Tagged:
         self.copies.append((batch, slot))
         self.buf[slot][: len(self.buf[slot]) // 2] = batch
         time.sleep(self.copy_sleep)  # a copy that takes a while: the second half lands later
-        self.buf[slot][len(self.buf[slot]) // 2:] = batch
+        self.buf[slot][len(self.buf[slot]) // 2 :] = batch
         return self.buf[slot]
 
 
@@ -258,8 +290,9 @@ def test_double_buffered_yields_every_batch_once_in_order_with_intact_data(buffe
     t = _Tagged(buffers)
     seen = []
     with streams.HostStream("copy") as cs:
-        for buf in streams.double_buffered(range(12), t.copy, copy_stream=cs, compute_stream=streams.InlineStream(),
-                                      buffers=buffers):
+        for buf in streams.double_buffered(
+            range(12), t.copy, copy_stream=cs, compute_stream=streams.InlineStream(), buffers=buffers
+        ):
             first = int(buf[0])
             assert (buf == first).all(), "consumer got a buffer whose copy had not finished"
             time.sleep(0.004)  # a slow consumer: the loader must not refill this buffer meanwhile
@@ -275,7 +308,9 @@ def test_double_buffered_overlaps_copy_with_compute():
     main = streams.InlineStream("compute")
     t = _Tagged(copy_sleep=0.02)
     with streams.HostStream("copy") as cs:
-        for i, _ in enumerate(streams.double_buffered(range(5), t.copy, copy_stream=cs, compute_stream=main, tracer=tr)):
+        for i, _ in enumerate(
+            streams.double_buffered(range(5), t.copy, copy_stream=cs, compute_stream=main, tracer=tr)
+        ):
             main.run(lambda: time.sleep(0.02), name=f"compute {i}", tracer=tr)
     tl = tr.timeline("loader", "measured here: test")
     assert len(tl.on("copy")) == 5 and len(tl.on("compute")) == 5
@@ -289,7 +324,11 @@ def test_double_buffered_edge_cases():
     with streams.HostStream("copy") as cs:
         assert list(streams.double_buffered([], t.copy, copy_stream=cs, compute_stream=streams.InlineStream())) == []
         with pytest.raises(ValueError, match="at least 2"):
-            next(streams.double_buffered(range(3), t.copy, copy_stream=cs, compute_stream=streams.InlineStream(), buffers=1))
+            next(
+                streams.double_buffered(
+                    range(3), t.copy, copy_stream=cs, compute_stream=streams.InlineStream(), buffers=1
+                )
+            )
         gen = streams.double_buffered(range(100), t.copy, copy_stream=cs, compute_stream=streams.InlineStream())
         assert int(next(gen)[0]) == 0
         gen.close()  # the consumer stops early: nothing hangs, no copy left running
@@ -391,14 +430,18 @@ def test_recorded_gpu_run_says_when_the_reference_has_none(tmp_path):
     assert bench_overlap.record(tmp_path, True, ENV) == ["host_overlap_run"]  # gpu "none": not a GPU run
     ds, note = recorded.recorded_gpu_run(tmp_path)
     assert ds.name == shipped.name
-    assert note == (f"`reference={str(tmp_path)!r}` holds no `overlap_run` data this part can draw (a run on a "
-                    "GPU), so the shipped `overlap_run` datasets are shown.")
+    assert note == (
+        f"`reference={str(tmp_path)!r}` holds no `overlap_run` data this part can draw (a run on a "
+        "GPU), so the shipped `overlap_run` datasets are shown."
+    )
 
 
 def test_bench_overlap_host_json(capsys):
     from labkit.cli import main
 
-    rc = main(["bench", "overlap", "--backend", "host", "--json", "--size", "1MiB", "--ratios", "0.5,2", "--repeats", "1"])
+    rc = main(
+        ["bench", "overlap", "--backend", "host", "--json", "--size", "1MiB", "--ratios", "0.5,2", "--repeats", "1"]
+    )
     assert rc == 0
     recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     eff = [r for r in recs if r["test"] == "efficiency"]
@@ -430,8 +473,10 @@ def test_recorded_duplex_for_a_reference_without_duplex_points_falls_back_and_sa
     name = "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points"
     assert recorded.recorded_duplex(recorded.reference_sets(name, "point")).empty
     rows, note = recorded.recorded_duplex_for(name)
-    assert rows.equals(shipped) and note.startswith(f"`reference={name!r}` holds no `point` data this part can draw "
-                                                    "(nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`)")
+    assert rows.equals(shipped) and note.startswith(
+        f"`reference={name!r}` holds no `point` data this part can draw "
+        "(nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`)"
+    )
     # a reference of another kind: the shipped point data, and a note naming both kinds
     rows, note = recorded.recorded_duplex_for("h100_vm_labkit_gpu_overlap_run")
     assert rows.equals(shipped) and "is a dataset of kind `overlap_run`; this part shows `point` data" in note
@@ -470,8 +515,12 @@ def test_gpu_overlap_and_loader():
     dst = [torch.empty(1 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)]
     main = streams.CudaStream("compute", torch.cuda.current_stream())
     seen = []
-    for buf in streams.double_buffered(src, lambda b, s: dst[s].copy_(b, non_blocking=True),
-                                  copy_stream=streams.CudaStream("copy"), compute_stream=main):
+    for buf in streams.double_buffered(
+        src,
+        lambda b, s: dst[s].copy_(b, non_blocking=True),
+        copy_stream=streams.CudaStream("copy"),
+        compute_stream=main,
+    ):
         torch.cuda._sleep(1_000_000)  # slow consumer work on the compute stream
         seen.append(int(buf.float().mean().item()))
     assert seen == list(range(6))

@@ -29,8 +29,17 @@ def _ids(ds):
 # --------------------------------------------------------------------------- recorded matrices
 def test_the_systems_the_notebook_needs_are_recorded():
     names = " ".join(d.name for d in RECORDED)
-    for needle in ("8xa100_sxm4_80gb_nvswitch", "2xh100_pcie_nvlink_bridge", "2xrtx2080ti", "rtxpro6000",
-                   "rtx5090", "uni_writes_8xa100", "uni_writes_8xh100", "gb200", "azure_nd96isr"):
+    for needle in (
+        "8xa100_sxm4_80gb_nvswitch",
+        "2xh100_pcie_nvlink_bridge",
+        "2xrtx2080ti",
+        "rtxpro6000",
+        "rtx5090",
+        "uni_writes_8xa100",
+        "uni_writes_8xh100",
+        "gb200",
+        "azure_nd96isr",
+    ):
         assert needle in names, f"no p2p_matrix dataset matching {needle!r}"
 
 
@@ -58,9 +67,16 @@ def test_recorded_matrix_is_consistent(ds):
             assert min(diag.values()) > matrices.median_off_diagonal(m)
 
 
-@pytest.mark.parametrize("ds", [d for d in RECORDED if matrices.is_nvlink_system(d)
-                                and {("bandwidth_uni", "enabled"), ("bandwidth_bi", "enabled")} <= set(matrices.metrics(d))],
-                         ids=_ids)
+@pytest.mark.parametrize(
+    "ds",
+    [
+        d
+        for d in RECORDED
+        if matrices.is_nvlink_system(d)
+        and {("bandwidth_uni", "enabled"), ("bandwidth_bi", "enabled")} <= set(matrices.metrics(d))
+    ],
+    ids=_ids,
+)
 def test_bidirectional_at_least_unidirectional_on_nvlink_with_p2p(ds):
     uni, bi = matrices.matrix(ds, "bandwidth_uni", "enabled"), matrices.matrix(ds, "bandwidth_bi", "enabled")
     for i, j, v in matrices.off_diagonal(bi):
@@ -68,8 +84,12 @@ def test_bidirectional_at_least_unidirectional_on_nvlink_with_p2p(ds):
 
 
 def test_invariant_covers_the_nvlink_systems():
-    covered = [d.name for d in RECORDED if matrices.is_nvlink_system(d)
-               and {("bandwidth_uni", "enabled"), ("bandwidth_bi", "enabled")} <= set(matrices.metrics(d))]
+    covered = [
+        d.name
+        for d in RECORDED
+        if matrices.is_nvlink_system(d)
+        and {("bandwidth_uni", "enabled"), ("bandwidth_bi", "enabled")} <= set(matrices.metrics(d))
+    ]
     assert any("a100" in n for n in covered) and any("h100_pcie" in n for n in covered)
 
 
@@ -102,8 +122,12 @@ def test_every_recorded_number_is_printed_in_its_source(ds):
         pytest.skip(f"{path.name} not present")
     text = path.read_text()
     col = {True: "bandwidth_GBps", False: "latency_us"}
-    missing = [v for _, row in ds.frame.iterrows()
-               for v in [row[col[matrices.is_bandwidth(row["matrix"])]]] if not _number_in(text, float(v))]
+    missing = [
+        v
+        for _, row in ds.frame.iterrows()
+        for v in [row[col[matrices.is_bandwidth(row["matrix"])]]]
+        if not _number_in(text, float(v))
+    ]
     assert not missing, f"{len(missing)} numbers not found in {path.name}, e.g. {missing[:5]}"
 
 
@@ -178,7 +202,9 @@ def _source(cells_by_metric, topology=None, gpu="test GPU"):
 def test_diagnose_nvlink_pair_at_pcie_speed_and_p2p_slower_than_staged():
     # synthetic test input: GPU0↔GPU2 says NV12 but runs at 20 GB/s; GPU3's P2P is slower than staging
     on = {(i, j): 250.0 for i, j in itertools.permutations(range(3), 2)}
-    on.update({(0, 2): 20.0, (2, 0): 20.0, (0, 3): 8.0, (3, 0): 8.0, (1, 3): 30.0, (3, 1): 30.0, (2, 3): 30.0, (3, 2): 30.0})
+    on.update(
+        {(0, 2): 20.0, (2, 0): 20.0, (0, 3): 8.0, (3, 0): 8.0, (1, 3): 30.0, (3, 1): 30.0, (2, 3): 30.0, (3, 2): 30.0}
+    )
     off = {(i, j): 12.0 for i, j in itertools.permutations(range(4), 2)}
     found = diagnosis.diagnose(_source({("bandwidth_uni", "enabled"): on, ("bandwidth_uni", "disabled"): off}, TOPO_4))
     rules = {f.rule: f for f in found}
@@ -204,10 +230,12 @@ def test_diagnose_uses_an_access_matrix_and_flags_a_slow_gpu():
 
 
 def test_doctor_findings_explain_each_blocked_pair():
-    env = {"peer_access": {"0->1": False, "1->0": False, "0->2": True, "2->0": True, "1->2": True, "2->1": True},
-           "cuda_devices": ["NVIDIA GeForce RTX 4090"] * 3,
-           "topology": "        GPU0    GPU1    GPU2\nGPU0     X      PIX     SYS\nGPU1    PIX      X      SYS\n"
-                       "GPU2    SYS     SYS      X\n"}
+    env = {
+        "peer_access": {"0->1": False, "1->0": False, "0->2": True, "2->0": True, "1->2": True, "2->1": True},
+        "cuda_devices": ["NVIDIA GeForce RTX 4090"] * 3,
+        "topology": "        GPU0    GPU1    GPU2\nGPU0     X      PIX     SYS\nGPU1    PIX      X      SYS\n"
+        "GPU2    SYS     SYS      X\n",
+    }
     out = [(f.level, f.message) for f in diagnosis.doctor_findings(env)]
     warn = [m for lvl, m in out if lvl == "warn"]
     assert len(warn) == 1 and warn[0].startswith("GPU0↔GPU1 (PIX)") and "GeForce" in warn[0]
@@ -330,7 +358,9 @@ class HostBackend:
         return self.paths[-1]
 
     def time(self, fn, *, nbytes, label, repeats, stream):
-        return timing.time_host(fn, repeats=repeats, warmup=1, inner=1, nbytes=nbytes, label=label, clock=self.clock), ()
+        return timing.time_host(
+            fn, repeats=repeats, warmup=1, inner=1, nbytes=nbytes, label=label, clock=self.clock
+        ), ()
 
     def time_latency(self, fn, *, nbytes, label, repeats, stream):
         return self.time(fn, nbytes=nbytes, label=label, repeats=repeats, stream=stream)
@@ -356,10 +386,24 @@ def test_measure_with_injected_backend_builds_valid_matrices(tmp_path):
     assert modes[("bandwidth_uni", "disabled", 0, 0)] == "local"
     assert any(p.staged and p.calls for p in backend.paths) and any(not p.staged and p.calls for p in backend.paths)
     # the frame is a valid p2p_matrix dataset and the diagnosis reads it
-    meta = {"kind": "p2p_matrix", "title": "simulated", "system": "test", "gpu": "simulated", "gpu_count": 2,
-            "nodes": 1, "interconnect": "none", "software": "pytest", "date": "2026-01-01", "method": "test",
-            "source": "test", "source_file": "labkit record", "caveats": "simulated GPUs in host memory",
-            "quality": "C", "bandwidth_direction": "mixed", "provenance": "measured"}
+    meta = {
+        "kind": "p2p_matrix",
+        "title": "simulated",
+        "system": "test",
+        "gpu": "simulated",
+        "gpu_count": 2,
+        "nodes": 1,
+        "interconnect": "none",
+        "software": "pytest",
+        "date": "2026-01-01",
+        "method": "test",
+        "source": "test",
+        "source_file": "labkit record",
+        "caveats": "simulated GPUs in host memory",
+        "quality": "C",
+        "bandwidth_direction": "mixed",
+        "provenance": "measured",
+    }
     reference.write_dataset(tmp_path, "p2p_sim", f, meta)
     ds = reference.load("p2p_sim", tmp_path)
     assert matrices.validate(ds) == []
@@ -378,9 +422,19 @@ def test_single_device_run_adds_the_loopback_staged_copy():
 
 def test_record_writes_a_profile_dataset_and_skips_without_gpu(tmp_path):
     assert bench_p2p.record(tmp_path, True, {"cuda_available": False}) == []
-    env = {"cuda_available": True, "host": "testhost", "cpu": "test cpu", "cpu_count": 2, "labkit": "0", "torch": "x",
-           "python": "3", "date": "2026-01-01T00:00:00+00:00", "gpus": [], "cuda_devices": ["simulated GPU"],
-           "topology": "        GPU0    GPU1\nGPU0     X      PIX\nGPU1    PIX      X\n"}
+    env = {
+        "cuda_available": True,
+        "host": "testhost",
+        "cpu": "test cpu",
+        "cpu_count": 2,
+        "labkit": "0",
+        "torch": "x",
+        "python": "3",
+        "date": "2026-01-01T00:00:00+00:00",
+        "gpus": [],
+        "cuda_devices": ["simulated GPU"],
+        "topology": "        GPU0    GPU1\nGPU0     X      PIX\nGPU1    PIX      X\n",
+    }
     names = bench_p2p.record(tmp_path, True, env, backend=HostBackend(2), devices=[0, 1], nbytes=4096)
     assert names == ["p2p_matrix"]
     ds = reference.load("p2p_matrix", tmp_path)
@@ -392,8 +446,9 @@ def test_record_writes_a_profile_dataset_and_skips_without_gpu(tmp_path):
 # --------------------------------------------------------------------------- command line without a GPU
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_bench_without_gpu_says_what_is_missing(capsys):
-    args = argparse.Namespace(devices=None, size=None, latency_size="16B", matrices="uni", p2p="enabled", repeats=10,
-                              quick=True, json=True)
+    args = argparse.Namespace(
+        devices=None, size=None, latency_size="16B", matrices="uni", p2p="enabled", repeats=10, quick=True, json=True
+    )
     with pytest.raises(RuntimeError, match="needs a CUDA GPU") as e:
         bench_p2p.bench(args)
     assert "mode='reference'" in str(e.value) and "labkit doctor" in str(e.value)
@@ -454,8 +509,16 @@ def test_gpu_staging_loopback_keeps_the_data():
 
 @pytest.mark.gpu
 def test_gpu_bench_yields_records():
-    args = argparse.Namespace(devices="0", size="4MiB", latency_size="16B", matrices="uni,latency",
-                              p2p="enabled,disabled", repeats=3, quick=True, json=True)
+    args = argparse.Namespace(
+        devices="0",
+        size="4MiB",
+        latency_size="16B",
+        matrices="uni,latency",
+        p2p="enabled,disabled",
+        repeats=3,
+        quick=True,
+        json=True,
+    )
     recs = list(bench_p2p.bench(args))
     assert recs and all(r["experiment"] == "p2p" for r in recs)
     assert any("bandwidth_GBps" in r for r in recs) and any("latency_us" in r for r in recs)

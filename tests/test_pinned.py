@@ -12,8 +12,14 @@ from labkit import reference, units
 from labkit.copies import bench_pinned, dataloader, pin_cost, pinned, pinned_vs_pageable, pitfall
 from labkit.units import PINNED_CAP_BYTES
 
-ENV = {"host": "testhost", "cpu": "test cpu", "cpu_count": 2, "date": "2026-01-01T00:00:00+00:00",
-       "cuda_available": False, "gpus": []}
+ENV = {
+    "host": "testhost",
+    "cpu": "test cpu",
+    "cpu_count": 2,
+    "date": "2026-01-01T00:00:00+00:00",
+    "cuda_available": False,
+    "gpus": [],
+}
 
 
 def _has_cuda() -> bool:
@@ -89,7 +95,9 @@ def test_break_even_arithmetic():
 def test_copy_times_from_a_recorded_sweep():
     ds = reference.load("cse554_quadro_rtx6000_pageable_vs_pinned_1b_to_1mib")
     pageable, pinned_s = pin_cost.copy_times_from_sweep(ds, "h2d", run="benchmark_csv")
-    f = ds.frame[(ds.frame["run"] == "benchmark_csv") & (ds.frame["direction"] == "h2d") & (ds.frame["nbytes"] == 1 << 20)]
+    f = ds.frame[
+        (ds.frame["run"] == "benchmark_csv") & (ds.frame["direction"] == "h2d") & (ds.frame["nbytes"] == 1 << 20)
+    ]
     bw = f.set_index("memory")["bandwidth_GBps"]
     assert pageable[1 << 20] == pytest.approx((1 << 20) / (bw["pageable"] * 1e9))
     assert pinned_s[1 << 20] == pytest.approx((1 << 20) / (bw["pinned"] * 1e9))
@@ -111,13 +119,19 @@ def test_recorded_pin_cost_reader(tmp_path):
 
     m = lambda s: Measurement((s, s, s), 1, "host", "", 1024)  # noqa: E731
     c = pin_cost.PinCost(1024, m(3e-3), pin_cost.COLD_PIN, m(1e-4), m(1e-4), m(4e-4))
-    reference.write_dataset(tmp_path, "pin_cost", pd.DataFrame(c.to_rows()),
-                            measured_meta(ENV, kind="point", title="t", method="m", bandwidth_direction="none"))
+    reference.write_dataset(
+        tmp_path,
+        "pin_cost",
+        pd.DataFrame(c.to_rows()),
+        measured_meta(ENV, kind="point", title="t", method="m", bandwidth_direction="none"),
+    )
     pin_s, pageable, pinned_s, ds = pin_cost.recorded_pin_cost(reference.load_all(tmp_path, kind="point"))
     assert pin_s == {1024: 3e-3} and pageable == {1024: 4e-4} and pinned_s == {1024: 1e-4} and ds.name == "pin_cost"
     shipped = pin_cost.recorded_pin_cost(reference.load_all(kind="point"))  # the one recorded on the H100
     assert shipped is not None and shipped[3].name == "h100_vm_labkit_pin_cost"
-    assert all(shipped[0][n] > shipped[2][n] for n in shipped[0])  # pinning a fresh tensor costs more than a pinned copy
+    assert all(
+        shipped[0][n] > shipped[2][n] for n in shipped[0]
+    )  # pinning a fresh tensor costs more than a pinned copy
     others = [d for d in reference.load_all(kind="point") if "pin_cost" not in d.name]
     assert pin_cost.recorded_pin_cost(others) is None  # no pin-cost rows: nothing is made up
 

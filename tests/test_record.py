@@ -100,8 +100,11 @@ def test_an_interrupt_between_the_two_renames_of_the_swap_leaves_a_whole_profile
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert not leftovers, f"folders left beside the profile: {leftovers}"
     now = {p.name: p.read_bytes() for p in out.iterdir()} if out.exists() else None
-    new_profile = now is not None and json.loads(now.get("profile.json", b"{}")).get("experiments") == \
-        {"slow": ["half_done"]} and {"half_done.csv", "half_done.meta.json"} <= set(now)
+    new_profile = (
+        now is not None
+        and json.loads(now.get("profile.json", b"{}")).get("experiments") == {"slow": ["half_done"]}
+        and {"half_done.csv", "half_done.meta.json"} <= set(now)
+    )
     assert now == before or new_profile, f"neither the previous profile nor a whole new one: {sorted(now or [])}"
 
 
@@ -124,13 +127,17 @@ def _assert_previous_profile_or_nothing(tmp_path: Path, out: Path, before: dict 
 def _record_in_child(out: Path, prelude: str = "", env: dict | None = None) -> subprocess.Popen:
     """`labkit record` into `out` in a child process whose only recorder is tests/slow_recorder.py."""
     code = (
-        "import sys; sys.path.insert(0, %r)\n" % str(HERE) + prelude +
-        "import labkit.record as r\n"
+        "import sys; sys.path.insert(0, %r)\n" % str(HERE) + prelude + "import labkit.record as r\n"
         "r.RECORDERS = {'slow': 'slow_recorder'}\n"
         "r.record(%r, force=True)\n" % str(out)
     )
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _interrupt_after_ready(proc: subprocess.Popen, sig: int, timeout: float = 30) -> None:
@@ -139,8 +146,10 @@ def _interrupt_after_ready(proc: subprocess.Popen, sig: int, timeout: float = 30
         ready = proc.stdout.readline().strip()
         if ready != "READY":
             proc.wait(timeout=timeout)
-            pytest.fail(f"the child never reached the slow recorder (rc {proc.returncode}, stdout {ready!r}); "
-                        f"stderr:\n{proc.stderr.read()[-3000:]}")
+            pytest.fail(
+                f"the child never reached the slow recorder (rc {proc.returncode}, stdout {ready!r}); "
+                f"stderr:\n{proc.stderr.read()[-3000:]}"
+            )
         proc.send_signal(sig)
         try:
             proc.wait(timeout=timeout)

@@ -11,10 +11,24 @@ from labkit import reference
 from labkit.reference import DatasetError
 
 GOOD_META = {
-    "schema_version": 1, "name": "toy", "kind": "copy_sweep", "title": "toy sweep", "system": "test rig",
-    "gpu": "none", "gpu_count": 0, "nodes": 1, "interconnect": "none", "software": "none",
-    "date": "2026-11", "method": "synthetic", "source": "tests", "source_file": "none",
-    "caveats": "made for tests", "quality": "C", "bandwidth_direction": "unidirectional", "provenance": "measured",
+    "schema_version": 1,
+    "name": "toy",
+    "kind": "copy_sweep",
+    "title": "toy sweep",
+    "system": "test rig",
+    "gpu": "none",
+    "gpu_count": 0,
+    "nodes": 1,
+    "interconnect": "none",
+    "software": "none",
+    "date": "2026-11",
+    "method": "synthetic",
+    "source": "tests",
+    "source_file": "none",
+    "caveats": "made for tests",
+    "quality": "C",
+    "bandwidth_direction": "unidirectional",
+    "provenance": "measured",
 }
 GOOD_CSV = "direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,1024,1.5\nh2d,pinned,2048,2.5\n"
 
@@ -50,14 +64,17 @@ def _corrupt_meta(toy, **changes):
     (toy / "toy.meta.json").write_text(json.dumps(meta))
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"source": ...}, "source"),
-    ({"quality": "Z"}, "quality"),
-    ({"kind": "mystery"}, "kind"),
-    ({"schema_version": 99}, "schema_version"),
-    ({"bandwidth_direction": "both"}, "bandwidth_direction"),
-    ({"name": "other"}, "name"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"source": ...}, "source"),
+        ({"quality": "Z"}, "quality"),
+        ({"kind": "mystery"}, "kind"),
+        ({"schema_version": 99}, "schema_version"),
+        ({"bandwidth_direction": "both"}, "bandwidth_direction"),
+        ({"name": "other"}, "name"),
+    ],
+)
 def test_bad_metadata_names_file_and_field(toy, changes, field):
     _corrupt_meta(toy, **changes)
     with pytest.raises(DatasetError) as e:
@@ -65,14 +82,17 @@ def test_bad_metadata_names_file_and_field(toy, changes, field):
     assert "toy.meta.json" in str(e.value) and field in str(e.value)
 
 
-@pytest.mark.parametrize("csv,field", [
-    ("direction,memory,nbytes\nh2d,pinned,1024\n", "bandwidth_GBps"),  # column missing
-    ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,1024,fast\n", "bandwidth_GBps"),  # not a number
-    ("direction,memory,nbytes,bandwidth_GBps\nsideways,pinned,1024,1\n", "direction"),  # bad category
-    ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,,1\n", "nbytes"),  # empty required cell
-    ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,-5,1\n", "nbytes"),  # negative
-    ("direction,memory,nbytes,bandwidth_GBps\n", "no rows"),  # truncated to the header
-])
+@pytest.mark.parametrize(
+    "csv,field",
+    [
+        ("direction,memory,nbytes\nh2d,pinned,1024\n", "bandwidth_GBps"),  # column missing
+        ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,1024,fast\n", "bandwidth_GBps"),  # not a number
+        ("direction,memory,nbytes,bandwidth_GBps\nsideways,pinned,1024,1\n", "direction"),  # bad category
+        ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,,1\n", "nbytes"),  # empty required cell
+        ("direction,memory,nbytes,bandwidth_GBps\nh2d,pinned,-5,1\n", "nbytes"),  # negative
+        ("direction,memory,nbytes,bandwidth_GBps\n", "no rows"),  # truncated to the header
+    ],
+)
 def test_bad_csv_names_file_and_field(toy, csv, field):
     (toy / "toy.csv").write_text(csv)
     with pytest.raises(DatasetError) as e:
@@ -176,19 +196,29 @@ def test_select_falls_back_to_the_shipped_datasets_and_says_why():
     got, note = reference.select(name, "allreduce_sweep")
     assert reference.names_of(got) == [name] and note is None
     # ... unless the notebook cannot draw it (one size against GPU count: no size sweep)
-    got, note = reference.select(name, "allreduce_sweep", usable=lambda sets: all(d.frame.nbytes.nunique() >= 4 for d in sets),
-                                 needs="a sweep over four or more sizes")
+    got, note = reference.select(
+        name,
+        "allreduce_sweep",
+        usable=lambda sets: all(d.frame.nbytes.nunique() >= 4 for d in sets),
+        needs="a sweep over four or more sizes",
+    )
     assert reference.names_of(got) == shipped
-    assert note == (f"`reference={name!r}` holds no `allreduce_sweep` data this part can draw (a sweep over four or "
-                    "more sizes), so the shipped `allreduce_sweep` datasets are shown.")
+    assert note == (
+        f"`reference={name!r}` holds no `allreduce_sweep` data this part can draw (a sweep over four or "
+        "more sizes), so the shipped `allreduce_sweep` datasets are shown."
+    )
     # a dataset of another kind: the shipped ones of this kind, and the note names both kinds
     got, note = reference.select("h100_vm_labkit_gpu_overlap_run", "allreduce_sweep")
     assert reference.names_of(got) == shipped
     assert "is a dataset of kind `overlap_run`; this part shows `allreduce_sweep` data" in note
     # a profile folder is judged by its own datasets, not by the shipped ones that follow them: the H100
     # profile (one GPU) has a p2p_matrix of its own, but no pair of GPUs in it
-    got, note = reference.select("h100_pcie5_vm_20261123", "p2p_matrix", needs="two or more GPUs",
-                                 usable=lambda own: any(d.frame.src.nunique() > 1 for d in own))
+    got, note = reference.select(
+        "h100_pcie5_vm_20261123",
+        "p2p_matrix",
+        needs="two or more GPUs",
+        usable=lambda own: any(d.frame.src.nunique() > 1 for d in own),
+    )
     assert reference.names_of(got) == reference.names_of(reference.load_all(kind="p2p_matrix"))
     assert "holds no `p2p_matrix` data this part can draw (two or more GPUs)" in note
     got, note = reference.select("h100_pcie5_vm_20261123", "p2p_matrix")

@@ -18,8 +18,18 @@ SIZES = [64 << 10, 1 << 20, 4 << 20]
 
 
 def _records(seconds_by_size, impls=("library", "ring")):
-    return [{"impl": impl, "nbytes": s, "world_size": N, "seconds": t, "busbw_GBps": busbw("all_reduce", s, t, N),
-             "samples_s": [t]} for impl in impls for s, t in seconds_by_size.items()]
+    return [
+        {
+            "impl": impl,
+            "nbytes": s,
+            "world_size": N,
+            "seconds": t,
+            "busbw_GBps": busbw("all_reduce", s, t, N),
+            "samples_s": [t],
+        }
+        for impl in impls
+        for s, t in seconds_by_size.items()
+    ]
 
 
 def test_fit_recovers_the_ring_link_it_was_given():

@@ -5,19 +5,22 @@ import pytest
 from labkit import runtime
 
 
-@pytest.mark.parametrize("mode,experiment,gpus,expected", [
-    ("auto", "h2d_sweep", 0, "reference"),
-    ("auto", "h2d_sweep", 1, "live"),
-    ("auto", "p2p_matrix", 1, "reference"),
-    ("auto", "p2p_local", 1, "live"),
-    ("auto", "p2p_matrix", 2, "live"),
-    ("auto", "ring_gloo", 0, "live"),
-    ("reference", "ring_gloo", 8, "live"),  # CPU experiments run in every mode
-    ("reference", "host_copy_sweep", 0, "live"),
-    ("reference", "h2d_sweep", 8, "reference"),
-    ("live", "host_copy_sweep", 0, "live"),
-    ("live", "h2d_sweep", 1, "live"),
-])
+@pytest.mark.parametrize(
+    "mode,experiment,gpus,expected",
+    [
+        ("auto", "h2d_sweep", 0, "reference"),
+        ("auto", "h2d_sweep", 1, "live"),
+        ("auto", "p2p_matrix", 1, "reference"),
+        ("auto", "p2p_local", 1, "live"),
+        ("auto", "p2p_matrix", 2, "live"),
+        ("auto", "ring_gloo", 0, "live"),
+        ("reference", "ring_gloo", 8, "live"),  # CPU experiments run in every mode
+        ("reference", "host_copy_sweep", 0, "live"),
+        ("reference", "h2d_sweep", 8, "reference"),
+        ("live", "host_copy_sweep", 0, "live"),
+        ("live", "h2d_sweep", 1, "live"),
+    ],
+)
 def test_resolve_mode_per_experiment(mode, experiment, gpus, expected):
     assert runtime.resolve_mode(mode, experiment, gpus=gpus) == expected
 
@@ -80,14 +83,26 @@ def test_show_measures_live_where_it_can_else_replays_else_falls_back(tmp_path):
     s = live_gpu.show("h2d_sweep", live=_found([1], "measured here: GPU"), recorded=_found([2], "recorded: A — src"))
     assert (s.obtained, s.data, s.mode, s.kind, s.fell_back) == (runtime.MEASURED_HERE, [1], "live", "measured", False)
     cpu = runtime.Session("x", mode="auto", gpus=0)
-    s = cpu.show("h2d_sweep", live=_found([1], "measured here: GPU"), recorded=_found([2], "recorded: A", datasets=("a",)))
+    s = cpu.show(
+        "h2d_sweep", live=_found([1], "measured here: GPU"), recorded=_found([2], "recorded: A", datasets=("a",))
+    )
     assert (s.obtained, s.data, s.mode, s.kind) == (runtime.RECORDED, [2], "reference", "recorded")
     assert cpu.datasets == ["a"]
     e = cpu.experiments["h2d_sweep"]
     assert e == {"mode": "reference", "obtained": "recorded", "shown_as": "recorded", "source": "recorded: A"}
-    s = cpu.show("overlap", live=_found(1, "measured here"), recorded=lambda: None,
-                 fallback=_found(None, "model: α-β", note="no run recorded"))
-    assert (s.obtained, s.data, s.kind, s.fell_back, s.note) == (runtime.FELL_BACK, None, "model", True, "no run recorded")
+    s = cpu.show(
+        "overlap",
+        live=_found(1, "measured here"),
+        recorded=lambda: None,
+        fallback=_found(None, "model: α-β", note="no run recorded"),
+    )
+    assert (s.obtained, s.data, s.kind, s.fell_back, s.note) == (
+        runtime.FELL_BACK,
+        None,
+        "model",
+        True,
+        "no run recorded",
+    )
     assert cpu.experiments["overlap"]["note"] == "no run recorded"
     s = cpu.show("dataloader", recorded=lambda: None)
     assert (s.obtained, s.data, s.kind) == (runtime.NOTHING, None, "none")

@@ -31,6 +31,8 @@ def test_labkit_bench_soak_prints_the_counts_a_leak_would_show(capsys):
     assert main(["bench", "soak", "--runs", "5", "--launches", "2", "--ranks", "2", "--size", "64KiB"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("soak: 5 ring all-reduces of 64 KiB on 2 ranks in one launch, then 2 more launches")
-    assert re.fullmatch(r"  each rank, run 1 -> run 5: open files \d+->\d+, \d+->\d+; threads \d+->\d+, \d+->\d+", out[1])
+    assert re.fullmatch(
+        r"  each rank, run 1 -> run 5: open files \d+->\d+, \d+->\d+; threads \d+->\d+, \d+->\d+", out[1]
+    )
     assert out[3].startswith("  processes left running: ") and out[3].endswith("after each later launch: 0, 0")
     assert out[4].startswith("  multiprocessing helpers")

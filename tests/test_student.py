@@ -35,8 +35,11 @@ def solution_parts(nb) -> list[tuple[str, str]]:
         if "solution" in tags or "remove-student" in tags:
             parts.append(("code" if cell.cell_type == "code" else "prose", cell.source))
         elif cell.cell_type == "markdown":
-            parts += [("prose", m.group(2)) for m in ANSWER_BLOCK.finditer(cell.source)
-                      if re.search(r"answer|solution", m.group(1), re.I)]
+            parts += [
+                ("prose", m.group(2))
+                for m in ANSWER_BLOCK.finditer(cell.source)
+                if re.search(r"answer|solution", m.group(1), re.I)
+            ]
     return parts
 
 
@@ -68,38 +71,59 @@ def leaks(instructor, student_copy) -> list[str]:
 
 
 # --------------------------------------------------------------------------- a synthetic notebook
-ANSWER = ("Each GPU sends two times seven eighths of the buffer, which is twenty four and a half gigabytes in "
-          "total.\nThe factor of two comes from the reduce-scatter followed by the all-gather phase.")
+ANSWER = (
+    "Each GPU sends two times seven eighths of the buffer, which is twenty four and a half gigabytes in "
+    "total.\nThe factor of two comes from the reduce-scatter followed by the all-gather phase."
+)
 
 
 def synthetic_notebook():
     v4 = nbformat.v4
-    nb = v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                                   "labkit": {"synthetic": True}})
+    nb = v4.new_notebook(
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "labkit": {"synthetic": True},
+        }
+    )
     solution = v4.new_code_cell(
         "import math\n"
         "bytes_per_gpu = 2 * (8 - 1) / 8 * 14e9  # the reduce-scatter and the all-gather each move seven eighths of it\n"
         "def ring_steps(n):\n    return 2 * (n - 1)\n"
         "steps = ring_steps(8)\n",
-        metadata={"tags": ["solution"], "custom": 1}, execution_count=3,
-        outputs=[v4.new_output("stream", name="stdout", text="24500000000.0\n")])
+        metadata={"tags": ["solution"], "custom": 1},
+        execution_count=3,
+        outputs=[v4.new_output("stream", name="stdout", text="24500000000.0\n")],
+    )
     nb.cells = [
         v4.new_markdown_cell("# Synthetic ring exercise"),
-        v4.new_code_cell('mode = "auto"\nquick = False\nreference = None\nresults_path = None',
-                         metadata={"tags": ["parameters"]}),
-        v4.new_code_cell("from labkit import check\nfrom labkit.runtime import Session\n"
-                         'session = Session("synthetic", mode, quick, reference, results_path)'),
-        v4.new_markdown_cell("**Exercise.** How many bytes does each GPU send in a ring all-reduce of 14 GB on 8 GPUs?\n\n"
-                             "<details><summary>Hint</summary>Count the steps of both phases.</details>\n\n"
-                             f"<details><summary>Answer</summary>\n\n{ANSWER}\n</details>"),
+        v4.new_code_cell(
+            'mode = "auto"\nquick = False\nreference = None\nresults_path = None', metadata={"tags": ["parameters"]}
+        ),
+        v4.new_code_cell(
+            "from labkit import check\nfrom labkit.runtime import Session\n"
+            'session = Session("synthetic", mode, quick, reference, results_path)'
+        ),
+        v4.new_markdown_cell(
+            "**Exercise.** How many bytes does each GPU send in a ring all-reduce of 14 GB on 8 GPUs?\n\n"
+            "<details><summary>Hint</summary>Count the steps of both phases.</details>\n\n"
+            f"<details><summary>Answer</summary>\n\n{ANSWER}\n</details>"
+        ),
         solution,
-        v4.new_code_cell('r = check.numeric("bytes per GPU", bytes_per_gpu, 24.5e9)\n'
-                         's = check.numeric("ring steps", steps, 14)\n'
-                         'session.note("exercises", **{x.name: x.status for x in (r, s)})'),
-        v4.new_code_cell("# Instructor: students usually forget that the all-gather phase moves as many bytes as the "
-                         "reduce-scatter phase\nprint('instructor only')", metadata={"tags": ["remove-student"]}),
-        v4.new_markdown_cell("Model answer: the ring is bandwidth optimal because every link carries the same number "
-                             "of bytes in every step.", metadata={"tags": ["solution"]}),
+        v4.new_code_cell(
+            'r = check.numeric("bytes per GPU", bytes_per_gpu, 24.5e9)\n'
+            's = check.numeric("ring steps", steps, 14)\n'
+            'session.note("exercises", **{x.name: x.status for x in (r, s)})'
+        ),
+        v4.new_code_cell(
+            "# Instructor: students usually forget that the all-gather phase moves as many bytes as the "
+            "reduce-scatter phase\nprint('instructor only')",
+            metadata={"tags": ["remove-student"]},
+        ),
+        v4.new_markdown_cell(
+            "Model answer: the ring is bandwidth optimal because every link carries the same number "
+            "of bytes in every step.",
+            metadata={"tags": ["solution"]},
+        ),
         v4.new_code_cell("session.save()"),
     ]
     nbformat.validate(nb)
@@ -132,8 +156,10 @@ def test_synthetic_notebook_student_copy():
 def test_convention_errors_and_nesting():
     with pytest.raises(student.StudentEditionError, match="without a matching </details>"):
         student.strip_answers("<details><summary>Answer</summary>forty two", "nb, cell 3")
-    nested = ("<details><summary>Hints</summary>Think about the steps.\n"
-              "<details><summary>Solution</summary>It is forty two.</details></details>")
+    nested = (
+        "<details><summary>Hints</summary>Think about the steps.\n"
+        "<details><summary>Solution</summary>It is forty two.</details></details>"
+    )
     text, removed = student.strip_answers(nested)
     assert removed == ["<details><summary>Solution</summary>It is forty two.</details>"]
     assert "Think about the steps." in text and "forty two" not in text
@@ -179,4 +205,7 @@ def test_student_copies_still_run(tmp_path):
                 statuses = {k: v for k, v in info.items() if v in ("correct", "try again", NOT_ATTEMPTED)}
                 assert set(statuses.values()) <= {NOT_ATTEMPTED}, f"{r['notebook']}: {statuses}"
     synthetic_results = json.loads(open(results[-1]["results"]).read())
-    assert synthetic_results["experiments"]["exercises"] == {"bytes per GPU": NOT_ATTEMPTED, "ring steps": NOT_ATTEMPTED}
+    assert synthetic_results["experiments"]["exercises"] == {
+        "bytes per GPU": NOT_ATTEMPTED,
+        "ring steps": NOT_ATTEMPTED,
+    }

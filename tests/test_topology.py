@@ -71,7 +71,9 @@ def test_parse_synthetic_table_with_nics_and_numa():
     assert df.loc["NIC0", "GPU0"] == "PXB"
     assert df.attrs["numa_affinity"] == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
     assert df.attrs["nic_names"] == {"NIC0": "mlx5_0"}
-    assert link_rank("NV4") < link_rank("PIX") < link_rank("PXB") < link_rank("PHB") < link_rank("NODE") < link_rank("SYS")
+    assert (
+        link_rank("NV4") < link_rank("PIX") < link_rank("PXB") < link_rank("PHB") < link_rank("NODE") < link_rank("SYS")
+    )
 
 
 def test_old_style_table_without_affinity_columns():
@@ -79,12 +81,15 @@ def test_old_style_table_without_affinity_columns():
     assert df.loc["GPU1", "GPU0"] == "PHB" and df.attrs["cpu_affinity"] == {}
 
 
-@pytest.mark.parametrize("bad", [
-    "",
-    "no table here",
-    "        GPU0    GPU1\nGPU0     X      NV12\n",  # GPU1 row missing
-    "        GPU0    GPU1\nGPU0     X      FOO\nGPU1    FOO     X\n",  # unknown label
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "no table here",
+        "        GPU0    GPU1\nGPU0     X      NV12\n",  # GPU1 row missing
+        "        GPU0    GPU1\nGPU0     X      FOO\nGPU1    FOO     X\n",  # unknown label
+    ],
+)
 def test_bad_tables_are_rejected(bad):
     with pytest.raises(ValueError):
         parse_topology(bad)

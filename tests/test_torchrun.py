@@ -65,6 +65,11 @@ def test_the_old_module_path_of_the_worker_still_runs():
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
-    r = subprocess.run([sys.executable, "-m", "labkit.hierarchy_worker", "--sizes", "4KiB"], capture_output=True,
-                       text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "labkit.hierarchy_worker", "--sizes", "4KiB"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert r.returncode != 0 and "start this module with torchrun" in r.stderr, r.stderr[-2000:]

@@ -30,8 +30,9 @@ def test_oom_skips_the_sizes_that_do_not_fit_and_keeps_the_rest():
 
     released = []
     sizes = [1 * MiB, 2 * MiB, 4 * MiB, 8 * MiB, 16 * MiB]
-    got, skipped = sweeps.sweep_sizes(sizes, measure_one, is_oom=lambda e: isinstance(e, FakeOOM),
-                                        on_oom=lambda: released.append(1))
+    got, skipped = sweeps.sweep_sizes(
+        sizes, measure_one, is_oom=lambda e: isinstance(e, FakeOOM), on_oom=lambda: released.append(1)
+    )
     assert [m.nbytes for m in got] == [1 * MiB, 2 * MiB, 4 * MiB]
     assert len(skipped) == 2 and all("out of memory" in s for s in skipped)
     assert "8 MiB" in skipped[0] and "16 MiB" in skipped[1]

@@ -3,10 +3,21 @@ import pytest
 from labkit import units
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("4", 4), ("4B", 4), ("1KiB", 1024), ("64MiB", 64 << 20), ("1GiB", 1 << 30), ("64M", 64 << 20),
-    ("32MB", 32_000_000), ("14GB", 14_000_000_000), ("0.5KiB", 512), (4096, 4096),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("4", 4),
+        ("4B", 4),
+        ("1KiB", 1024),
+        ("64MiB", 64 << 20),
+        ("1GiB", 1 << 30),
+        ("64M", 64 << 20),
+        ("32MB", 32_000_000),
+        ("14GB", 14_000_000_000),
+        ("0.5KiB", 512),
+        (4096, 4096),
+    ],
+)
 def test_parse_size(text, expected):
     assert units.parse_size(text) == expected
 

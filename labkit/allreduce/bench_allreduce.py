@@ -24,20 +24,34 @@ RECORD_RANKS = 4
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"], help="gloo (CPU) or nccl (one GPU per rank)")
-    parser.add_argument("--ranks", type=int, default=4,
-                   help="processes on this machine (default 4, at most labkit.launch.MAX_RANKS)")
-    parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"buffer sizes S, e.g. 4MiB,64MiB (default {DEFAULT_SIZES})")
-    parser.add_argument("--impl", default=DEFAULT_IMPLS,
-                   help="comma-separated: ring, ring_simple, library, naive, tree, recursive_doubling "
-                        "(default ring,library)")
+    parser.add_argument(
+        "--backend", default="gloo", choices=["gloo", "nccl"], help="gloo (CPU) or nccl (one GPU per rank)"
+    )
+    parser.add_argument(
+        "--ranks", type=int, default=4, help="processes on this machine (default 4, at most labkit.launch.MAX_RANKS)"
+    )
+    parser.add_argument(
+        "--sizes", default=DEFAULT_SIZES, help=f"buffer sizes S, e.g. 4MiB,64MiB (default {DEFAULT_SIZES})"
+    )
+    parser.add_argument(
+        "--impl",
+        default=DEFAULT_IMPLS,
+        help="comma-separated: ring, ring_simple, library, naive, tree, recursive_doubling (default ring,library)",
+    )
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="timed repetitions (median reported)")
     parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed calls first")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check against dist.all_reduce")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                   help="give up after this many seconds (start-up included)")
-    parser.add_argument("--fail-rank", type=int, metavar="R", help="rank R raises in the middle of the first timed collective")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="give up after this many seconds (start-up included)",
+    )
+    parser.add_argument(
+        "--fail-rank", type=int, metavar="R", help="rank R raises in the middle of the first timed collective"
+    )
     parser.add_argument("--straggler", metavar="R:SECONDS", help="rank R sleeps SECONDS before every timed collective")
 
 
@@ -53,16 +67,28 @@ def _parse_straggler(text):
 
 def bench(args):
     impls = [i.strip() for i in args.impl.split(",") if i.strip()]
-    records = run_allreduce_bench(args.ranks, parse_sizes(args.sizes), impls, args.backend, repeats=args.repeats,
-                                  warmup=args.warmup, dtype=args.dtype, check=not args.no_check,
-                                  timeout_s=args.timeout, fail_rank=args.fail_rank,
-                                  straggler=_parse_straggler(args.straggler))
+    records = run_allreduce_bench(
+        args.ranks,
+        parse_sizes(args.sizes),
+        impls,
+        args.backend,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        dtype=args.dtype,
+        check=not args.no_check,
+        timeout_s=args.timeout,
+        fail_rank=args.fail_rank,
+        straggler=_parse_straggler(args.straggler),
+    )
     for rec in records:
         if rec["correct"] is False:
             print(f"warning: {rec['impl']} at {rec['size']} does not match dist.all_reduce", file=sys.stderr)
         if rec["seconds"] > 0 and rec["iqr_s"] / rec["seconds"] > 0.10:
-            print(f"warning: {rec['impl']} at {rec['size']}: IQR is {100 * rec['iqr_s'] / rec['seconds']:.0f}% of the "
-                  "median — the machine was busy; rerun with more --repeats", file=sys.stderr)
+            print(
+                f"warning: {rec['impl']} at {rec['size']}: IQR is {100 * rec['iqr_s'] / rec['seconds']:.0f}% of the "
+                "median — the machine was busy; rerun with more --repeats",
+                file=sys.stderr,
+            )
         yield rec
 
 
@@ -76,23 +102,54 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     if len(env.get("gpus") or []) >= 2:
         runs.append(("nccl", len(env["gpus"])))
     for backend, ranks in runs:
-        records = run_allreduce_bench(ranks, sizes, ("library", "ring"), backend, repeats=5 if quick else DEFAULT_REPEATS)
-        frame = pd.DataFrame([{
-            "nbytes": r["nbytes"], "world_size": r["world_size"], "nodes": 1,
-            # the config names the series `labkit compare` pairs across profiles: keep it as recorded before
-            "config": f"{backend} {'dist.all_reduce' if r['impl'] == 'library' else 'ring by hand (labkit.ring)'}",
-            "placement": "in-place", "count": r["count"], "dtype": r["dtype"], "time_us": r["seconds"] * 1e6,
-            "algbw_GBps": r["algbw_GBps"], "busbw_GBps": r["busbw_GBps"]} for r in records])
+        records = run_allreduce_bench(
+            ranks, sizes, ("library", "ring"), backend, repeats=5 if quick else DEFAULT_REPEATS
+        )
+        frame = pd.DataFrame(
+            [
+                {
+                    "nbytes": r["nbytes"],
+                    "world_size": r["world_size"],
+                    "nodes": 1,
+                    # the config names the series `labkit compare` pairs across profiles: keep it as recorded before
+                    "config": f"{backend} {'dist.all_reduce' if r['impl'] == 'library' else 'ring by hand (labkit.ring)'}",
+                    "placement": "in-place",
+                    "count": r["count"],
+                    "dtype": r["dtype"],
+                    "time_us": r["seconds"] * 1e6,
+                    "algbw_GBps": r["algbw_GBps"],
+                    "busbw_GBps": r["busbw_GBps"],
+                }
+                for r in records
+            ]
+        )
         name = f"allreduce_{backend}_sweep"
-        write_dataset(folder, name, frame, measured_meta(
-            env, kind="allreduce_sweep", title=f"all_reduce on {ranks} local {backend} ranks", bandwidth_direction="unidirectional",
-            gpu_count=ranks if backend == "nccl" else 0,
-            interconnect="loopback TCP between processes (gloo)" if backend == "gloo" else None,
-            method=(f"labkit.allreduce.measure.run_allreduce_bench: {ranks} ranks, {backend}, float32, in place; "
+        write_dataset(
+            folder,
+            name,
+            frame,
+            measured_meta(
+                env,
+                kind="allreduce_sweep",
+                title=f"all_reduce on {ranks} local {backend} ranks",
+                bandwidth_direction="unidirectional",
+                gpu_count=ranks if backend == "nccl" else 0,
+                interconnect="loopback TCP between processes (gloo)" if backend == "gloo" else None,
+                method=(
+                    f"labkit.allreduce.measure.run_allreduce_bench: {ranks} ranks, {backend}, float32, in place; "
                     f"median over {5 if quick else DEFAULT_REPEATS} repetitions of the slowest rank's time, "
-                    "after warm-up and a barrier; busbw = algbw x 2(n-1)/n"),
-            caveats=("busbw is nccl-tests' bus bandwidth (per-rank link traffic), not a spec figure"
-                     + ("; gloo on one machine: processes exchange data through the kernel's TCP loopback, "
-                        "so this measures memory copies and the CPU, not a network" if backend == "gloo" else ""))))
+                    "after warm-up and a barrier; busbw = algbw x 2(n-1)/n"
+                ),
+                caveats=(
+                    "busbw is nccl-tests' bus bandwidth (per-rank link traffic), not a spec figure"
+                    + (
+                        "; gloo on one machine: processes exchange data through the kernel's TCP loopback, "
+                        "so this measures memory copies and the CPU, not a network"
+                        if backend == "gloo"
+                        else ""
+                    )
+                ),
+            ),
+        )
         names.append(name)
     return names

@@ -35,8 +35,17 @@ def test_input(rank: int, count: int, kind: str, seed: int = 0, dtype: str = "fl
     return x.to(getattr(torch, dtype))
 
 
-def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dtype: str = "float32",
-                         device: str = "cpu", simulate: bool = True, options: dict | None = None) -> dict:
+def compare_with_library(
+    impl: str,
+    count: int,
+    group=None,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    device: str = "cpu",
+    simulate: bool = True,
+    options: dict | None = None,
+) -> dict:
     """Run `impl` and dist.all_reduce on the same inputs in this group; report how they compare.
 
     - integer-valued inputs: the results must be bit-identical, and equal to the exact sum;
@@ -53,7 +62,14 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
     fn = lambda t, g: impl_fn(t, g, **options)  # noqa: E731
     rank, n, glob = _group_info(group)
     itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
-    out = {"impl": impl, "options": options, "world_size": n, "count": count, "dtype": dtype, "nbytes": count * itemsize}
+    out = {
+        "impl": impl,
+        "options": options,
+        "world_size": n,
+        "count": count,
+        "dtype": dtype,
+        "nbytes": count * itemsize,
+    }
     # 1. integer-valued: bit-identical, and exact
     x = test_input(glob(rank), count, "integer", seed, dtype).to(device)
     ref = x.clone()
@@ -80,8 +96,9 @@ def compare_with_library(impl: str, count: int, group=None, *, seed: int = 0, dt
     return out
 
 
-def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0,
-                 dtypes=("float32",)) -> list[dict]:
+def check_worker(
+    rank: int, world_size: int, impls, counts, group_sizes=None, seed: int = 0, dtypes=("float32",)
+) -> list[dict]:
     """Launch target: compare every impl with the library for each count and dtype, on groups of the
     first k ranks.
 
@@ -102,6 +119,12 @@ def check_worker(rank: int, world_size: int, impls, counts, group_sizes=None, se
             impl, options = (spec, None) if isinstance(spec, str) else spec
             for count in counts:
                 for dtype in dtypes:
-                    reports.append({"group_size": k, **compare_with_library(
-                        impl, count, group, seed=seed, dtype=dtype, device=device, options=options)})
+                    reports.append(
+                        {
+                            "group_size": k,
+                            **compare_with_library(
+                                impl, count, group, seed=seed, dtype=dtype, device=device, options=options
+                            ),
+                        }
+                    )
     return reports

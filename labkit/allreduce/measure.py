@@ -36,9 +36,18 @@ DEFAULT_WARMUP = 2
 DEFAULT_TIMEOUT_S = 300.0
 
 
-def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAULT_REPEATS,
-                 warmup: int = DEFAULT_WARMUP, dtype: str = "float32", check: bool = True,
-                 fail_rank: int | None = None, straggler: tuple[int, float] | None = None) -> list[dict]:
+def bench_worker(
+    rank: int,
+    world_size: int,
+    impls,
+    sizes,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = DEFAULT_WARMUP,
+    dtype: str = "float32",
+    check: bool = True,
+    fail_rank: int | None = None,
+    straggler: tuple[int, float] | None = None,
+) -> list[dict]:
     """Launch target: per size, check then time every impl; returns this rank's raw per-call times."""
     import torch
     import torch.distributed as dist
@@ -56,8 +65,9 @@ def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAUL
         if check:
             for impl in impls:
                 if impl != "library":
-                    c = compare_with_library(impl, min(count, 1 << 20), seed=1, dtype=dtype, device=device,
-                                             simulate=False)
+                    c = compare_with_library(
+                        impl, min(count, 1 << 20), seed=1, dtype=dtype, device=device, simulate=False
+                    )
                     checks[impl] = c["integer_bit_identical"] and c["integer_exact"] and c["random_within_tolerance"]
                 else:
                     checks[impl] = True
@@ -79,19 +89,45 @@ def bench_worker(rank: int, world_size: int, impls, sizes, repeats: int = DEFAUL
                 except InjectedFailure as e:
                     raise InjectedFailure(f"rank {rank} (--fail-rank): {e}") from None
 
-        times = time_collectives({impl: lambda impl=impl: call(impl) for impl in impls}, repeats=repeats,
-                                 warmup=warmup, barrier=dist.barrier, sync=sync, prepare=lambda impl: x.copy_(src),
-                                 before=before)
+        times = time_collectives(
+            {impl: lambda impl=impl: call(impl) for impl in impls},
+            repeats=repeats,
+            warmup=warmup,
+            barrier=dist.barrier,
+            sync=sync,
+            prepare=lambda impl: x.copy_(src),
+            before=before,
+        )
         for impl in impls:
-            out.append({"impl": impl, "nbytes": nbytes, "count": count, "dtype": dtype, "samples_s": times[impl],
-                        "bytes_sent": sent.get(impl), "correct": checks.get(impl)})
+            out.append(
+                {
+                    "impl": impl,
+                    "nbytes": nbytes,
+                    "count": count,
+                    "dtype": dtype,
+                    "samples_s": times[impl],
+                    "bytes_sent": sent.get(impl),
+                    "correct": checks.get(impl),
+                }
+            )
     return out
 
 
-def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "library"), backend: str = "gloo", *,
-                        repeats: int = DEFAULT_REPEATS, warmup: int = DEFAULT_WARMUP, dtype: str = "float32",
-                        check: bool = True, timeout_s: float = DEFAULT_TIMEOUT_S, fail_rank: int | None = None,
-                        straggler: tuple[int, float] | None = None, env: dict | None = None) -> list[dict]:
+def run_allreduce_bench(
+    world_size: int = 4,
+    sizes=(4 << 20,),
+    impls=("ring", "library"),
+    backend: str = "gloo",
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = DEFAULT_WARMUP,
+    dtype: str = "float32",
+    check: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    fail_rank: int | None = None,
+    straggler: tuple[int, float] | None = None,
+    env: dict | None = None,
+) -> list[dict]:
     """Run the bench on `world_size` local ranks; one record per (impl, size), sizes outer.
 
     Records carry the nccl-tests quantities (seconds, algbw_GBps, busbw_GBps) and the raw samples
@@ -104,17 +140,23 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
     itemsize = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[dtype]
     for nbytes in sizes:
         if nbytes % itemsize:
-            raise ValueError(f"size {format_bytes(nbytes)} is not a whole number of {dtype} elements "
-                             f"({itemsize} B each)")
+            raise ValueError(
+                f"size {format_bytes(nbytes)} is not a whole number of {dtype} elements ({itemsize} B each)"
+            )
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for r in [fail_rank] + ([straggler[0]] if straggler else []):
         if r is not None and not 0 <= r < world_size:
             raise ValueError(f"rank {r} does not exist with {world_size} ranks (ranks are 0 … {world_size - 1})")
-    per_rank = launch(bench_worker, world_size, backend, timeout_s=timeout_s, env=env,
-                      args=(list(impls), list(sizes)),
-                      kwargs=dict(repeats=repeats, warmup=warmup, dtype=dtype, check=check,
-                                  fail_rank=fail_rank, straggler=straggler))
+    per_rank = launch(
+        bench_worker,
+        world_size,
+        backend,
+        timeout_s=timeout_s,
+        env=env,
+        args=(list(impls), list(sizes)),
+        kwargs=dict(repeats=repeats, warmup=warmup, dtype=dtype, check=check, fail_rank=fail_rank, straggler=straggler),
+    )
     records = []
     for i, rec in enumerate(per_rank[0]):
         ranks = [per_rank[r][i] for r in range(world_size)]
@@ -122,16 +164,27 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
         seconds = float(statistics.median(samples))
         q1, q3 = np.percentile(samples, [25, 75])
         nbytes = rec["nbytes"]
-        records.append({
-            "impl": rec["impl"], "backend": backend, "world_size": world_size, "nbytes": nbytes,
-            "size": format_bytes(nbytes), "dtype": dtype, "count": rec["count"], "seconds": seconds,
-            "iqr_s": float(q3 - q1), "algbw_GBps": nbytes / seconds / 1e9,
-            "busbw_GBps": busbw("all_reduce", nbytes, seconds, world_size),
-            "correct": all(r["correct"] is not False for r in ranks) if check else None,
-            "bytes_sent_max_rank": max(int(r["bytes_sent"] or 0) for r in ranks),
-            "repeats": repeats, "warmup": warmup, "straggler": list(straggler) if straggler else None,
-            "samples_s": [float(s) for s in samples],
-        })
+        records.append(
+            {
+                "impl": rec["impl"],
+                "backend": backend,
+                "world_size": world_size,
+                "nbytes": nbytes,
+                "size": format_bytes(nbytes),
+                "dtype": dtype,
+                "count": rec["count"],
+                "seconds": seconds,
+                "iqr_s": float(q3 - q1),
+                "algbw_GBps": nbytes / seconds / 1e9,
+                "busbw_GBps": busbw("all_reduce", nbytes, seconds, world_size),
+                "correct": all(r["correct"] is not False for r in ranks) if check else None,
+                "bytes_sent_max_rank": max(int(r["bytes_sent"] or 0) for r in ranks),
+                "repeats": repeats,
+                "warmup": warmup,
+                "straggler": list(straggler) if straggler else None,
+                "samples_s": [float(s) for s in samples],
+            }
+        )
     return records
 
 
@@ -139,8 +192,13 @@ def run_allreduce_bench(world_size: int = 4, sizes=(4 << 20,), impls=("ring", "l
 #: NCCL_ALGO picks the algorithm (Ring, Tree, NVLS, CollNet…), NCCL_PROTO the protocol — Simple
 #: (large messages, full bandwidth), LL128 and LL (low latency: flags travel with the data, so a
 #: receiver need not wait for a separate "ready" signal, at the cost of some bandwidth).
-NCCL_SETTINGS = ({}, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128"},
-                 {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"})
+NCCL_SETTINGS = (
+    {},
+    {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"},
+    {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128"},
+    {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"},
+    {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"},
+)
 
 
 def nccl_settings_sweep(world_size: int, sizes, settings=NCCL_SETTINGS, impls=("library", "ring"), **kw) -> list[dict]:
@@ -163,8 +221,9 @@ def to_frame(records):
 def ratio_to_library(records, impl: str = "ring") -> dict[int, float]:
     """busbw(impl) / busbw(library) per size, from one run."""
     lib = {r["nbytes"]: r["busbw_GBps"] for r in records if r["impl"] == "library"}
-    return {r["nbytes"]: r["busbw_GBps"] / lib[r["nbytes"]] for r in records
-            if r["impl"] == impl and r["nbytes"] in lib}
+    return {
+        r["nbytes"]: r["busbw_GBps"] / lib[r["nbytes"]] for r in records if r["impl"] == impl and r["nbytes"] in lib
+    }
 
 
 # --------------------------------------------------------------------------- command line

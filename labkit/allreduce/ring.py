@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from ..collectives import RS, chunk_bounds, ring_chunks, ring_steps
 
-
 #: Scratch buffers kept between calls, one per (device, dtype), grown on demand: allocating tens of
 #: MiB on every call would add page faults (and zeroing by the kernel) to every timed all-reduce.
 _WORKSPACE: dict = {}
@@ -82,8 +81,10 @@ def _is_nccl(group) -> bool:
 
 def _check_tensor(x):
     if x.dim() != 1 or not x.is_contiguous():
-        raise ValueError(f"hand-written all-reduce needs a 1-D contiguous tensor, got shape {tuple(x.shape)} "
-                         f"(contiguous={x.is_contiguous()}); pass x.view(-1)")
+        raise ValueError(
+            f"hand-written all-reduce needs a 1-D contiguous tensor, got shape {tuple(x.shape)} "
+            f"(contiguous={x.is_contiguous()}); pass x.view(-1)"
+        )
 
 
 def ring_allreduce_simple_(x, group=None, *, fail_after_step: int | None = None) -> int:
@@ -168,7 +169,7 @@ def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, fail_a
     def landing(k, a, b):  # where segment [a, b) of step k's chunk is received
         phase, s = steps[k]
         c = ring_chunks(phase, s, rank, n)[1]
-        return scratch[k * longest + a: k * longest + b] if phase == RS else chunks[c][a:b]
+        return scratch[k * longest + a : k * longest + b] if phase == RS else chunks[c][a:b]
 
     arrivals = []
     for k, (phase, s) in enumerate(steps):  # 1. every receive, posted now
@@ -187,8 +188,9 @@ def ring_allreduce_(x, group=None, *, segment_bytes: int = SEGMENT_BYTES, fail_a
             sends.append(dist.isend(chunks[c][a:b], right, group=group, tag=tag(k + 1, j)))
     for req in sends:
         req.wait()
-    sent_elements = sum(b - a for _, a, b in segments(first)) + sum(b - a for k, _, _, a, b, _ in arrivals
-                                                                   if k + 1 < len(steps))
+    sent_elements = sum(b - a for _, a, b in segments(first)) + sum(
+        b - a for k, _, _, a, b, _ in arrivals if k + 1 < len(steps)
+    )
     return sent_elements * x.element_size()
 
 
@@ -308,7 +310,3 @@ IMPLEMENTATIONS = {
     "tree": tree_allreduce_,
     "recursive_doubling": recursive_doubling_allreduce_,
 }
-
-
-
-

@@ -98,8 +98,10 @@ class RingTrace:
         phase, s = self.steps[k - 1]
         moves = [f"rank {t.src}→{t.dst}: chunk {t.chunk} ({t.nbytes} B)" for t in self.transfers[k - 1] if t.nbytes]
         verb = "adds it into its own copy" if phase == RS else "overwrites its copy"
-        return (f"step {k} of {len(self.steps)} — {phase} step {s + 1}: every rank sends one chunk to its right "
-                f"neighbour, which {verb}. " + "; ".join(moves or ["(all chunks empty)"]))
+        return (
+            f"step {k} of {len(self.steps)} — {phase} step {s + 1}: every rank sends one chunk to its right "
+            f"neighbour, which {verb}. " + "; ".join(moves or ["(all chunks empty)"])
+        )
 
 
 def simulate_ring_allreduce(inputs: Sequence[np.ndarray]) -> RingTrace:
@@ -138,5 +140,3 @@ def simulate_ring_allreduce(inputs: Sequence[np.ndarray]) -> RingTrace:
         all_transfers.append(tuple(transfers))
         states.append(RingState(tuple(b.copy() for b in bufs), tuple(tuple(c) for c in contrib)))
     return RingTrace(n, count, itemsize, tuple(bounds), tuple(ring_steps(n)), tuple(all_transfers), tuple(states))
-
-

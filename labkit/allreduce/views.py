@@ -15,9 +15,10 @@ import numpy as np
 from .. import plots
 from ..collectives import RS, bus_factor, busbw, ring_bytes_sent
 from ..models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
-from ..units import GB, format_bytes
 from ..runtime import Found
+from ..units import GB, format_bytes
 from .simulation import RingTrace, simulate_ring_allreduce
+
 
 # --------------------------------------------------------------------------- the stepper
 #: Elements per rank in the stepper: 2N+1, so the chunks are uneven (N does not divide it).
@@ -42,8 +43,10 @@ def stepper_view(ranks: int, step: int) -> str:
     if k < int(step):
         text += f"  (N = {ranks} has only {len(trace.steps)} steps)"
     print(text)
-    print(f"bytes sent so far by each rank: {[sum(t.nbytes for st in trace.transfers[:k] for t in st if t.src == r) for r in range(trace.world_size)]}"
-          f"  (float32, {trace.count} elements = {trace.nbytes} B per rank)")
+    print(
+        f"bytes sent so far by each rank: {[sum(t.nbytes for st in trace.transfers[:k] for t in st if t.src == r) for r in range(trace.world_size)]}"
+        f"  (float32, {trace.count} elements = {trace.nbytes} B per rank)"
+    )
     return text
 
 
@@ -53,13 +56,25 @@ def bytes_per_rank_figure(nbytes: int = 1 << 20, max_ranks: int = 16, itemsize: 
     ns = np.arange(1, max_ranks + 1)
     per = [ring_bytes_sent(count, int(n), itemsize) for n in ns]
     fig, ax = plots.figure()
-    plots.line(ax, ns, [np.mean(p) / nbytes for p in per], "counted (labkit.allreduce.simulation schedule): mean over ranks")
-    ax.fill_between(ns, [min(p) / nbytes for p in per], [max(p) / nbytes for p in per], alpha=0.2,
-                    label="counted: min … max over ranks")
+    plots.line(
+        ax, ns, [np.mean(p) / nbytes for p in per], "counted (labkit.allreduce.simulation schedule): mean over ranks"
+    )
+    ax.fill_between(
+        ns,
+        [min(p) / nbytes for p in per],
+        [max(p) / nbytes for p in per],
+        alpha=0.2,
+        label="counted: min … max over ranks",
+    )
     plots.line(ax, ns, 2 * (ns - 1) / ns, "2(N−1)/N", how=plots.MODEL)
     ax.axhline(2, ls=":", color="0.4", label="limit 2·S: every byte goes out twice")
-    plots.finish(ax, f"Ring all-reduce: bytes each rank sends, S = {format_bytes(nbytes)} ({count} float32)",
-                 "ranks N (count)", "bytes sent per rank / S (ratio)", source="source: labkit.allreduce.simulation schedule and model")
+    plots.finish(
+        ax,
+        f"Ring all-reduce: bytes each rank sends, S = {format_bytes(nbytes)} ({count} float32)",
+        "ranks N (count)",
+        "bytes sent per rank / S (ratio)",
+        source="source: labkit.allreduce.simulation schedule and model",
+    )
     return fig
 
 
@@ -118,21 +133,37 @@ def measured_vs_model_figure(records, source: str, link=None, *, models: bool = 
         h = plots.line(ax, d.nbytes, d.busbw_GBps, f"measured: {impl}")
         colours[impl] = h.get_color()
     sizes = np.array(sorted(df.nbytes.unique()), dtype=float)
-    model_names = {"ring": "ring", "ring_simple": None, "library": None, "naive": "naive", "tree": "tree",
-                   "recursive_doubling": "recursive_doubling"}
+    model_names = {
+        "ring": "ring",
+        "ring_simple": None,
+        "library": None,
+        "naive": "naive",
+        "tree": "tree",
+        "recursive_doubling": "recursive_doubling",
+    }
     for impl in df.impl.unique() if models else ():
         algo = model_names.get(impl)
         if algo is None:
             continue
         t = [allreduce_time(s, n, link["beta_GBps"], link["alpha_s"], algo) for s in sizes]
-        plots.line(ax, sizes, [busbw("all_reduce", s, tt, n) for s, tt in zip(sizes, t)],
-                   f"{algo} (α={link['alpha_s'] * 1e6:.0f} µs, β={link['beta_GBps']:.2f} GB/s fitted)",
-                   how=plots.MODEL, color=colours.get(impl))
+        plots.line(
+            ax,
+            sizes,
+            [busbw("all_reduce", s, tt, n) for s, tt in zip(sizes, t)],
+            f"{algo} (α={link['alpha_s'] * 1e6:.0f} µs, β={link['beta_GBps']:.2f} GB/s fitted)",
+            how=plots.MODEL,
+            color=colours.get(impl),
+        )
     plots.size_axis(ax)
     ax.set_yscale("log")
     what = "measured and modelled" if models else "measured (no α-β model: the fit failed on this run)"
-    plots.finish(ax, f"All-reduce on {n} gloo ranks: bus bandwidth, {what}",
-                 "message size S (bytes, per rank)", "busbw = S/t · 2(N−1)/N (GB/s)", source=source)
+    plots.finish(
+        ax,
+        f"All-reduce on {n} gloo ranks: bus bandwidth, {what}",
+        "message size S (bytes, per rank)",
+        "busbw = S/t · 2(N−1)/N (GB/s)",
+        source=source,
+    )
     return fig
 
 
@@ -154,8 +185,16 @@ def reference_lines(datasets, min_points: int = 4):
         for (config, n, nodes), g in f.groupby(["config", "world_size", "nodes"], sort=False):
             g = g.groupby("nbytes", as_index=False).busbw_GBps.median().sort_values("nbytes")
             if len(g) >= min_points:
-                out.append({"dataset": ds, "config": config, "world_size": int(n), "nodes": int(nodes),
-                            "nbytes": g.nbytes.to_numpy(), "busbw_GBps": g.busbw_GBps.to_numpy()})
+                out.append(
+                    {
+                        "dataset": ds,
+                        "config": config,
+                        "world_size": int(n),
+                        "nodes": int(nodes),
+                        "nbytes": g.nbytes.to_numpy(),
+                        "busbw_GBps": g.busbw_GBps.to_numpy(),
+                    }
+                )
     return out
 
 
@@ -175,8 +214,13 @@ def summarize_line(nbytes, busbw_GBps, top: int = 3) -> dict:
         except ValueError:
             n_half = None
     below = n_half is not None and n_half < nbytes.min()
-    return {"plateau_busbw_GBps": plateau, "n_half_bytes": n_half, "sweep_starts_above_n_half": bool(below),
-            "plateau_from_bytes": int(plateau_sizes[0]), "plateau_to_bytes": int(plateau_sizes[-1])}
+    return {
+        "plateau_busbw_GBps": plateau,
+        "n_half_bytes": n_half,
+        "sweep_starts_above_n_half": bool(below),
+        "plateau_from_bytes": int(plateau_sizes[0]),
+        "plateau_to_bytes": int(plateau_sizes[-1]),
+    }
 
 
 def reference_table(lines):
@@ -186,12 +230,21 @@ def reference_table(lines):
     for ln in lines:
         m = ln["dataset"].meta
         s = summarize_line(ln["nbytes"], ln["busbw_GBps"])
-        rows.append({"dataset": ln["dataset"].name, "gpu": m["gpu"], "ranks": ln["world_size"], "nodes": ln["nodes"],
-                     "config": str(ln["config"])[:40], "interconnect": m["interconnect"][:50],
-                     "plateau busbw (GB/s)": round(s["plateau_busbw_GBps"], 2),
-                     "n½": "below the sweep" if s["sweep_starts_above_n_half"] or s["n_half_bytes"] is None
-                     else format_bytes(s["n_half_bytes"]),
-                     "sizes": f"{format_bytes(ln['nbytes'].min())} … {format_bytes(ln['nbytes'].max())}"})
+        rows.append(
+            {
+                "dataset": ln["dataset"].name,
+                "gpu": m["gpu"],
+                "ranks": ln["world_size"],
+                "nodes": ln["nodes"],
+                "config": str(ln["config"])[:40],
+                "interconnect": m["interconnect"][:50],
+                "plateau busbw (GB/s)": round(s["plateau_busbw_GBps"], 2),
+                "n½": "below the sweep"
+                if s["sweep_starts_above_n_half"] or s["n_half_bytes"] is None
+                else format_bytes(s["n_half_bytes"]),
+                "sizes": f"{format_bytes(ln['nbytes'].min())} … {format_bytes(ln['nbytes'].max())}",
+            }
+        )
     return pd.DataFrame(rows).sort_values("plateau busbw (GB/s)", ascending=False, ignore_index=True)
 
 
@@ -211,9 +264,14 @@ def references_figure(lines, own_records=None, own_label: str = "", impl: str = 
             plots.line(ax, d.nbytes, d.busbw_GBps, own_label, color="black", lw=2.5)
         plots.size_axis(ax)
         ax.set_yscale("log")
-        plots.finish(ax, ("multi-node" if multi else "single node") + ": all_reduce bus bandwidth vs size",
-                     "message size S (bytes)", "busbw = S/t · 2(N−1)/N (GB/s)",
-                     source="recorded: nccl-tests / torch sweeps in data/ (see table for sources)", legend=False)
+        plots.finish(
+            ax,
+            ("multi-node" if multi else "single node") + ": all_reduce bus bandwidth vs size",
+            "message size S (bytes)",
+            "busbw = S/t · 2(N−1)/N (GB/s)",
+            source="recorded: nccl-tests / torch sweeps in data/ (see table for sources)",
+            legend=False,
+        )
         ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)
     fig.tight_layout()
     return fig
@@ -233,20 +291,28 @@ def corrected_source_table():
     nv4 = spec("NVLink 4").per_direction_GBps()
     nv5 = spec("NVLink 5")
     rows = [
-        {"claim in the source material": f"ring all-reduce of 7B fp16 gradients ({S / GB:g} GB), 8 GPUs, 32 GB/s: 918.8 ms",
-         "correct": f"{allreduce_time(S, n, bw) * 1e3:.1f} ms",
-         "what is wrong": "each GPU sends 2(N−1)/N·S = 1.75·S; the source's numbers use a factor of 2.1"},
-        {"claim in the source material": "the same over NVLink 4 at '900 GB/s': ≈27 ms",
-         "correct": f"{allreduce_time(S, n, nv4) * 1e3:.1f} ms",
-         "what is wrong": "900 GB/s is both directions added; a ring sends and receives at once, 450 GB/s each way"},
-        {"claim in the source material": "1 GB takes 0.6 ms over NVLink 5 (used as an all-reduce time)",
-         "correct": f"8-GPU ring all-reduce of 1 GB: {allreduce_time(1e9, 8, nv5.per_direction_GBps()) * 1e3:.2f} ms "
-                    f"(a one-way copy at 900 GB/s per direction: {1e9 / (nv5.per_direction_GBps() * GB) * 1e3:.2f} ms)",
-         "what is wrong": "0.56 ms = 1 GB / 1.8 TB/s: a one-way copy at the two-direction figure, not an all-reduce"},
-        {"claim in the source material": "trap: a tree all-reduce (log2 N steps) saves bandwidth",
-         "correct": f"tree {allreduce_time(S, n, bw, algorithm='tree') * 1e3:.0f} ms vs ring "
-                    f"{allreduce_time(S, n, bw) * 1e3:.0f} ms for the 7B example (α = 0)",
-         "what is wrong": "a tree still moves ≈2·S per GPU; only its latency term grows as log2 N instead of N"},
+        {
+            "claim in the source material": f"ring all-reduce of 7B fp16 gradients ({S / GB:g} GB), 8 GPUs, 32 GB/s: 918.8 ms",
+            "correct": f"{allreduce_time(S, n, bw) * 1e3:.1f} ms",
+            "what is wrong": "each GPU sends 2(N−1)/N·S = 1.75·S; the source's numbers use a factor of 2.1",
+        },
+        {
+            "claim in the source material": "the same over NVLink 4 at '900 GB/s': ≈27 ms",
+            "correct": f"{allreduce_time(S, n, nv4) * 1e3:.1f} ms",
+            "what is wrong": "900 GB/s is both directions added; a ring sends and receives at once, 450 GB/s each way",
+        },
+        {
+            "claim in the source material": "1 GB takes 0.6 ms over NVLink 5 (used as an all-reduce time)",
+            "correct": f"8-GPU ring all-reduce of 1 GB: {allreduce_time(1e9, 8, nv5.per_direction_GBps()) * 1e3:.2f} ms "
+            f"(a one-way copy at 900 GB/s per direction: {1e9 / (nv5.per_direction_GBps() * GB) * 1e3:.2f} ms)",
+            "what is wrong": "0.56 ms = 1 GB / 1.8 TB/s: a one-way copy at the two-direction figure, not an all-reduce",
+        },
+        {
+            "claim in the source material": "trap: a tree all-reduce (log2 N steps) saves bandwidth",
+            "correct": f"tree {allreduce_time(S, n, bw, algorithm='tree') * 1e3:.0f} ms vs ring "
+            f"{allreduce_time(S, n, bw) * 1e3:.0f} ms for the 7B example (α = 0)",
+            "what is wrong": "a tree still moves ≈2·S per GPU; only its latency term grows as log2 N instead of N",
+        },
     ]
     return pd.DataFrame(rows)
 
@@ -254,7 +320,15 @@ def corrected_source_table():
 #: Interconnects for the calculator: (label, per-direction GB/s, where the number comes from).
 def calculator_links():
     out = []
-    for name in ("PCIe Gen4 x16", "PCIe Gen5 x16", "NVLink 3", "NVLink 4", "NVLink 5", "InfiniBand NDR", "Ethernet 100"):
+    for name in (
+        "PCIe Gen4 x16",
+        "PCIe Gen5 x16",
+        "NVLink 3",
+        "NVLink 4",
+        "NVLink 5",
+        "InfiniBand NDR",
+        "Ethernet 100",
+    ):
         s = spec(name)
         out.append((f"{s.name}: {s.per_direction_GBps():g} GB/s per direction", s.per_direction_GBps()))
     out.append(("source material's '32 GB/s'", 32.0))
@@ -269,9 +343,11 @@ def cost_view(params_billion: float, bytes_per_param: int, gpus: int, bandwidth_
         t = allreduce_time(S, gpus, bandwidth_GBps, latency_us * 1e-6, algo)
         rows.append(f"  {algo:19s} {t * 1e3:10.1f} ms")
     per_gpu = 2 * (gpus - 1) / gpus * S
-    print(f"model: {params_billion:g}B parameters × {bytes_per_param} B = {S / GB:g} GB of gradients, {gpus} GPUs, "
-          f"{bandwidth_GBps:g} GB/s per direction, α = {latency_us:g} µs\n"
-          f"  each GPU sends 2(N−1)/N·S = {per_gpu / GB:.3g} GB in a ring\n" + "\n".join(rows))
+    print(
+        f"model: {params_billion:g}B parameters × {bytes_per_param} B = {S / GB:g} GB of gradients, {gpus} GPUs, "
+        f"{bandwidth_GBps:g} GB/s per direction, α = {latency_us:g} µs\n"
+        f"  each GPU sends 2(N−1)/N·S = {per_gpu / GB:.3g} GB in a ring\n" + "\n".join(rows)
+    )
     return allreduce_time(S, gpus, bandwidth_GBps, latency_us * 1e-6, "ring")
 
 
@@ -300,20 +376,38 @@ def draw_ring_state(trace: RingTrace, k: int, ax=None):
             text = "Σ all" if len(who) == n and n > 1 else "+".join(f"x{w}" for w in who)
             if len(text) > 14:
                 text = f"{len(who)} ranks"
-            ax.text(c, r, text, ha="center", va="center", fontsize=8,
-                    color="white" if len(who) > 0.7 * n and n > 1 else "black")
+            ax.text(
+                c,
+                r,
+                text,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if len(who) > 0.7 * n and n > 1 else "black",
+            )
             if (r, c) in just:
                 t = just[(r, c)]
-                ax.add_patch(Rectangle((c - 0.46, r - 0.46), 0.92, 0.92, fill=False, lw=2,
-                                       ec="tab:red" if t.phase == RS else "tab:blue"))
+                ax.add_patch(
+                    Rectangle(
+                        (c - 0.46, r - 0.46),
+                        0.92,
+                        0.92,
+                        fill=False,
+                        lw=2,
+                        ec="tab:red" if t.phase == RS else "tab:blue",
+                    )
+                )
     ax.set_xticks(range(n), [f"{c}\n{trace.bounds[c][1] - trace.bounds[c][0]} el" for c in range(n)], fontsize=7)
     ax.set_yticks(range(n), [f"rank {r}" for r in range(n)], fontsize=8)
     ax.set_xlabel("chunk (index; elements in it)")
     ax.set_ylabel("rank (process)")
     phase = "start" if k == 0 else f"{trace.steps[k - 1][0]} step {trace.steps[k - 1][1] + 1}"
-    ax.set_title(f"Ring all-reduce, N = {n}: after step {k} of {len(trace.steps)} ({phase})\n"
-                 "source: labkit.allreduce.simulation; outline = chunk just received "
-                 "(red: added in, blue: copied)", fontsize=9)
+    ax.set_title(
+        f"Ring all-reduce, N = {n}: after step {k} of {len(trace.steps)} ({phase})\n"
+        "source: labkit.allreduce.simulation; outline = chunk just received "
+        "(red: added in, blue: copied)",
+        fontsize=9,
+    )
     return ax
 
 
@@ -324,14 +418,24 @@ def nccl_figure(records, gpus: int, source: str):
     for (setting, impl), d in frame.groupby(["setting", "impl"]):
         plots.line(ax, d.nbytes, d.busbw_GBps, f"measured: {impl}, {setting}")
     plots.size_axis(ax)
-    plots.finish(ax, f"All-reduce on {gpus} GPUs over NCCL", "message size S (bytes)", "busbw = S/t · 2(N−1)/N (GB/s)",
-                 source=source)
+    plots.finish(
+        ax,
+        f"All-reduce on {gpus} GPUs over NCCL",
+        "message size S (bytes)",
+        "busbw = S/t · 2(N−1)/N (GB/s)",
+        source=source,
+    )
     return fig
 
 
 def no_nccl_here(mode: str, gpus: int) -> Found:
     """Fewer than two GPUs here (or mode='reference'): nothing measured over NCCL, and where to look instead."""
-    return Found(None, "", note=(
-        f"**NCCL: {mode} mode** — this machine has {gpus} CUDA GPU(s); the NCCL measurement needs two or more. The "
-        "recorded nccl-tests sweeps in section 5 show what NCCL reaches on real systems; run this notebook on a "
-        "multi-GPU machine to measure `NCCL_ALGO`/`NCCL_PROTO` live."))
+    return Found(
+        None,
+        "",
+        note=(
+            f"**NCCL: {mode} mode** — this machine has {gpus} CUDA GPU(s); the NCCL measurement needs two or more. The "
+            "recorded nccl-tests sweeps in section 5 show what NCCL reaches on real systems; run this notebook on a "
+            "multi-GPU machine to measure `NCCL_ALGO`/`NCCL_PROTO` live."
+        ),
+    )

@@ -26,11 +26,24 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     if not env.get("cuda_available"):
         return []
     results = check(DEFAULT_NBYTES)
-    write_dataset(folder, "fidelity_points", to_frame(results), measured_meta(
-        env, kind="point", title="fidelity: labkit vs raw CUDA-runtime pinned copies", bandwidth_direction="mixed",
-        method=("labkit.copies.fidelity.check: labkit.copies.sweeps.gpu_copy_sweep (median of 10 samples) and "
+    write_dataset(
+        folder,
+        "fidelity_points",
+        to_frame(results),
+        measured_meta(
+            env,
+            kind="point",
+            title="fidelity: labkit vs raw CUDA-runtime pinned copies",
+            bandwidth_direction="mixed",
+            method=(
+                "labkit.copies.fidelity.check: labkit.copies.sweeps.gpu_copy_sweep (median of 10 samples) and "
                 f"labkit.copies.fidelity.raw_copy ({RAW_REPEATS} samples of {RAW_INNER} cudaMemcpyAsync between "
-                "cudaEvents on one stream), one process"),
-        caveats=("ratio = labkit / raw; the link limit is computed from the PCIe spec for the link NVML reports, "
-                 "not measured")))
+                "cudaEvents on one stream), one process"
+            ),
+            caveats=(
+                "ratio = labkit / raw; the link limit is computed from the PCIe spec for the link NVML reports, "
+                "not measured"
+            ),
+        ),
+    )
     return ["fidelity_points"]

@@ -22,8 +22,11 @@ def add_arguments(parser) -> None:
 
 def bench(args):
     """One record per size: median time, IQR, bandwidth (unidirectional) and the raw samples."""
-    sizes = parse_sizes(args.sizes) if args.sizes else pow2_sizes(
-        HOST_MIN_BYTES, HOST_QUICK_MAX_BYTES if args.quick else HOST_MAX_BYTES, step=2)
+    sizes = (
+        parse_sizes(args.sizes)
+        if args.sizes
+        else pow2_sizes(HOST_MIN_BYTES, HOST_QUICK_MAX_BYTES if args.quick else HOST_MAX_BYTES, step=2)
+    )
     sweep = host_copy_sweep(sizes, repeats=args.repeats, progress=not args.json)
     yield from records(sweep, "host")
 
@@ -35,7 +38,17 @@ def records(sweep, experiment: str):
     for m in sweep.measurements:
         for w in m.warnings:
             print(f"warning: {w}", file=sys.stderr)
-        yield {"experiment": experiment, "direction": sweep.direction, "memory": sweep.memory,
-               "device": sweep.device, "nbytes": m.nbytes, "size": format_bytes(m.nbytes),
-               "seconds": m.median_s, "iqr_s": m.iqr_s, "bandwidth_GBps": m.bandwidth_GBps,
-               "bandwidth_direction": "unidirectional", "timer": m.timer, "samples_s": list(m.samples_s)}
+        yield {
+            "experiment": experiment,
+            "direction": sweep.direction,
+            "memory": sweep.memory,
+            "device": sweep.device,
+            "nbytes": m.nbytes,
+            "size": format_bytes(m.nbytes),
+            "seconds": m.median_s,
+            "iqr_s": m.iqr_s,
+            "bandwidth_GBps": m.bandwidth_GBps,
+            "bandwidth_direction": "unidirectional",
+            "timer": m.timer,
+            "samples_s": list(m.samples_s),
+        }

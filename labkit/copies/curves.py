@@ -52,7 +52,9 @@ def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -
     """
     f = precise_rows(ds)  # a printed 0.0 GB/s, or a single digit, carries no time
     f = f[(f["memory"] == memory) & (f["direction"].isin(directions))]
-    if "bandwidth_direction" in f.columns:  # one link, one direction: aggregates over several GPUs are not curves of a link
+    if (
+        "bandwidth_direction" in f.columns
+    ):  # one link, one direction: aggregates over several GPUs are not curves of a link
         f = f[f["bandwidth_direction"].fillna(ds.meta["bandwidth_direction"]) == "unidirectional"]
     elif ds.meta["bandwidth_direction"] != "unidirectional":
         return []
@@ -70,16 +72,34 @@ def curves_from_dataset(ds, memory: str = "pinned", directions=("h2d", "d2h")) -
         label = f"{ds.label} [{direction.upper()}{', ' + str(run) if run else ''}, {len(g)} sizes]"
         how = plots.MEASURED if ds.meta.get("provenance") == "measured" else plots.RECORDED
         short = f"{ds.meta['gpu']} {direction.upper()}{' ' + str(run) if run else ''} ({'measured' if how == plots.MEASURED else 'recorded'})"
-        out.append(Curve(label, how, direction, tuple(int(x) for x in g["nbytes"]), tuple(float(s) for s in secs),
-                         ds.meta["title"], ds.name, pcie_generation(ds.meta.get("interconnect", "")), short))
+        out.append(
+            Curve(
+                label,
+                how,
+                direction,
+                tuple(int(x) for x in g["nbytes"]),
+                tuple(float(s) for s in secs),
+                ds.meta["title"],
+                ds.name,
+                pcie_generation(ds.meta.get("interconnect", "")),
+                short,
+            )
+        )
     return out
 
 
 def curve_from_sweep(sweep, label_prefix: str = "measured here") -> Curve:
     """A Curve from a live labkit.copies.sweeps.Sweep."""
-    return Curve(f"{label_prefix}: {sweep.device} [{sweep.direction.upper()}]", plots.MEASURED, sweep.direction,
-                 tuple(sweep.nbytes), tuple(sweep.seconds), sweep.device, "measured here",
-                 short=f"{sweep.device} {sweep.direction.upper()} (measured here)")
+    return Curve(
+        f"{label_prefix}: {sweep.device} [{sweep.direction.upper()}]",
+        plots.MEASURED,
+        sweep.direction,
+        tuple(sweep.nbytes),
+        tuple(sweep.seconds),
+        sweep.device,
+        "measured here",
+        short=f"{sweep.device} {sweep.direction.upper()} (measured here)",
+    )
 
 
 def measure_here(quick: bool, *, progress: bool = True) -> Found:
@@ -90,8 +110,9 @@ def measure_here(quick: bool, *, progress: bool = True) -> Found:
         sweep = gpu_copy_sweep(sizes, direction, "pinned", progress=progress)
         curves.append(curve_from_sweep(sweep))
         skipped += sweep.skipped
-    return Found(curves, f"measured here: {curves[0].system}",
-                 note=("Skipped: " + "; ".join(skipped)) if skipped else None)
+    return Found(
+        curves, f"measured here: {curves[0].system}", note=("Skipped: " + "; ".join(skipped)) if skipped else None
+    )
 
 
 #: What notebook 01 needs of a reference's own copy sweeps (`reference.select(usable=..., needs=...)`).
@@ -116,8 +137,16 @@ def curves_of(datasets) -> tuple[list[Curve], list[str]]:
 
 def host_curve(sweep) -> Curve:
     """The host-memory copy sweep as a Curve, labelled as host memory measured here."""
-    return Curve(f"measured here: host memory copy ({sweep.device})", plots.MEASURED, "host", tuple(sweep.nbytes),
-                 tuple(sweep.seconds), sweep.device, "measured here", short="host memory copy (measured here)")
+    return Curve(
+        f"measured here: host memory copy ({sweep.device})",
+        plots.MEASURED,
+        "host",
+        tuple(sweep.nbytes),
+        tuple(sweep.seconds),
+        sweep.device,
+        "measured here",
+        short="host memory copy (measured here)",
+    )
 
 
 def link_facts(env: dict, datasets):
@@ -129,17 +158,31 @@ def link_facts(env: dict, datasets):
     import pandas as pd
 
     if not env.get("gpus"):
-        table = pd.DataFrame([{"dataset": d.name, "system": d.meta["system"], "interconnect": d.meta["interconnect"]}
-                              for d in datasets])
+        table = pd.DataFrame(
+            [{"dataset": d.name, "system": d.meta["system"], "interconnect": d.meta["interconnect"]} for d in datasets]
+        )
         return table, f"No NVIDIA GPU here ({env.get('nvml_problem')}). The recorded systems' links:", {}
-    table = pd.DataFrame(env["gpus"])[["index", "name", "bus_id", "numa_node", "pcie_gen_current", "pcie_gen_max",
-                                       "pcie_width_current", "pcie_width_max"]]
+    table = pd.DataFrame(env["gpus"])[
+        [
+            "index",
+            "name",
+            "bus_id",
+            "numa_node",
+            "pcie_gen_current",
+            "pcie_gen_max",
+            "pcie_width_current",
+            "pcie_width_max",
+        ]
+    ]
     g = env["gpus"][0]
     if not (g.get("pcie_gen_max") and g.get("pcie_width_max")):
         return table, "", {}
     s = models.pcie_spec(g["pcie_gen_max"], g["pcie_width_max"])
-    return (table, f"spec for this link: {s.bandwidth_GBps:g} GB/s per direction ({s.source})",
-            {"gen": g["pcie_gen_max"], "width": g["pcie_width_max"], "spec_GBps": s.bandwidth_GBps})
+    return (
+        table,
+        f"spec for this link: {s.bandwidth_GBps:g} GB/s per direction ({s.source})",
+        {"gen": g["pcie_gen_max"], "width": g["pcie_width_max"], "spec_GBps": s.bandwidth_GBps},
+    )
 
 
 def fit_table(curves):
@@ -151,13 +194,21 @@ def fit_table(curves):
         fit = c.fit()
         if fit is None:
             continue
-        rows.append({"curve": c.label, "direction": c.direction, "points": len(c.nbytes),
-                     "alpha_us": fit.latency_s * 1e6, "beta_GBps": fit.bandwidth_GBps,
-                     "n_half": format_bytes(fit.n_half_bytes), "n_half_bytes": fit.n_half_bytes,
-                     "median_residual_pct": 100 * float(np.median(np.abs(fit.residuals))),
-                     "max_residual_pct": 100 * float(np.max(np.abs(fit.residuals))),
-                     "largest_size": format_bytes(max(c.nbytes)),
-                     "peak_measured_GBps": float(np.max(c.bandwidth_GBps))})
+        rows.append(
+            {
+                "curve": c.label,
+                "direction": c.direction,
+                "points": len(c.nbytes),
+                "alpha_us": fit.latency_s * 1e6,
+                "beta_GBps": fit.bandwidth_GBps,
+                "n_half": format_bytes(fit.n_half_bytes),
+                "n_half_bytes": fit.n_half_bytes,
+                "median_residual_pct": 100 * float(np.median(np.abs(fit.residuals))),
+                "max_residual_pct": 100 * float(np.max(np.abs(fit.residuals))),
+                "largest_size": format_bytes(max(c.nbytes)),
+                "peak_measured_GBps": float(np.max(c.bandwidth_GBps)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -175,18 +226,27 @@ def plot_curves(curves, *, title: str, spec_gens=(3, 4, 5, 6), fits: bool = True
         fit = c.fit() if fits else None
         if fit is not None:
             xs = np.geomspace(n.min(), n.max(), 100)
-            lab = (f"model: α-β fit of the curve above, α = {fit.latency_s * 1e6:.2g} µs, "
-                   f"β = {fit.bandwidth_GBps:.3g} GB/s, n½ = {format_bytes(fit.n_half_bytes)}")
+            lab = (
+                f"model: α-β fit of the curve above, α = {fit.latency_s * 1e6:.2g} µs, "
+                f"β = {fit.bandwidth_GBps:.3g} GB/s, n½ = {format_bytes(fit.n_half_bytes)}"
+            )
             plots.line(ax_t, xs, fit.predict(xs) * 1e6, lab, plots.MODEL, color=h.get_color(), alpha=0.6)
-            plots.line(ax_b, xs, fit.predict_bandwidth_GBps(xs), "_nolegend_", plots.MODEL, color=h.get_color(), alpha=0.6)
+            plots.line(
+                ax_b, xs, fit.predict_bandwidth_GBps(xs), "_nolegend_", plots.MODEL, color=h.get_color(), alpha=0.6
+            )
     for i, g in enumerate(spec_gens):
         plots.spec_line(ax_b, models.pcie_spec(g), color=str(0.15 + 0.15 * i))
     for ax in (ax_t, ax_b):
         ax.set_yscale("log")
         plots.size_axis(ax)
     plots.finish(ax_t, f"{title}: time per copy", "copy size (bytes, log2)", "time per copy (µs, log)", legend=False)
-    plots.finish(ax_b, f"{title}: bandwidth", "copy size (bytes, log2)",
-                 "bandwidth (GB/s = 1e9 B/s, unidirectional)", legend=False)
+    plots.finish(
+        ax_b,
+        f"{title}: bandwidth",
+        "copy size (bytes, log2)",
+        "bandwidth (GB/s = 1e9 B/s, unidirectional)",
+        legend=False,
+    )
     if spec_gens:
         ax_b.legend(fontsize=7, loc="upper left")  # spec lines
     handles, labels = ax_t.get_legend_handles_labels()
@@ -199,9 +259,15 @@ def plot_curves(curves, *, title: str, spec_gens=(3, 4, 5, 6), fits: bool = True
 def predict(fit: models.AlphaBetaFit, nbytes: int) -> dict:
     """What the α-β model says about one copy size."""
     t = fit.predict(nbytes)
-    return {"nbytes": nbytes, "size": format_bytes(nbytes), "seconds": t, "time": format_time(t),
-            "bandwidth_GBps": nbytes / t / GB, "bound": fit.bound(nbytes),
-            "latency_share": fit.latency_s / t}
+    return {
+        "nbytes": nbytes,
+        "size": format_bytes(nbytes),
+        "seconds": t,
+        "time": format_time(t),
+        "bandwidth_GBps": nbytes / t / GB,
+        "bound": fit.bound(nbytes),
+        "latency_share": fit.latency_s / t,
+    }
 
 
 def plot_prediction(fit: models.AlphaBetaFit, nbytes: int, system: str, source: str = ""):
@@ -210,16 +276,30 @@ def plot_prediction(fit: models.AlphaBetaFit, nbytes: int, system: str, source: 
     xs = np.geomspace(4, 1 << 30, 200)
     plots.line(ax, xs, fit.predict(xs) * 1e6, "α-β fit", plots.MODEL)
     ax.axhline(fit.latency_s * 1e6, color="0.6", ls=":", label=f"α = {fit.latency_s * 1e6:.3g} µs (latency floor)")
-    ax.plot(xs, xs / (fit.bandwidth_GBps * GB) * 1e6, color="0.6", ls="-.", label=f"n/β, β = {fit.bandwidth_GBps:.3g} GB/s")
+    ax.plot(
+        xs, xs / (fit.bandwidth_GBps * GB) * 1e6, color="0.6", ls="-.", label=f"n/β, β = {fit.bandwidth_GBps:.3g} GB/s"
+    )
     ax.axvline(fit.n_half_bytes, color="tab:red", lw=0.8, label=f"n½ = {format_bytes(fit.n_half_bytes)}")
     p = predict(fit, nbytes)
-    ax.plot([nbytes], [p["seconds"] * 1e6], "o", color="tab:red", ms=9,
-            label=f"{p['size']}: {p['time']}, {p['bandwidth_GBps']:.3g} GB/s, {p['bound']}")
+    ax.plot(
+        [nbytes],
+        [p["seconds"] * 1e6],
+        "o",
+        color="tab:red",
+        ms=9,
+        label=f"{p['size']}: {p['time']}, {p['bandwidth_GBps']:.3g} GB/s, {p['bound']}",
+    )
     ax.set_yscale("log")
     ax.set_ylim(fit.latency_s * 1e6 / 3, None)
     plots.size_axis(ax)
-    plots.finish(ax, f"Predicted copy time — {system}", "copy size (bytes, log2)", "time (µs, log)",
-                 source=f"model: t = α + n/β fitted to {source or system}", legend=False)
+    plots.finish(
+        ax,
+        f"Predicted copy time — {system}",
+        "copy size (bytes, log2)",
+        "time (µs, log)",
+        source=f"model: t = α + n/β fitted to {source or system}",
+        legend=False,
+    )
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig, p

@@ -11,7 +11,6 @@ from ..runtime import Found, require_cuda
 from ..units import GB
 from .pinned import NO_GPU_HINT
 
-
 #: DataLoader experiment: ImageNet-sized uint8 images (3×224×224 = 150,528 B), batch 64 (≈ 9.6 MB).
 SAMPLE_SHAPE, BATCH_SIZE, LOADER_WORKERS = (3, 224, 224), 64, 2
 
@@ -45,8 +44,14 @@ class SyntheticImages:
         return self.data[i % len(self.data)]
 
 
-def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch_size: int = BATCH_SIZE,
-                       workers: int = LOADER_WORKERS, device: int = 0) -> dict:
+def measure_dataloader(
+    pin_memory: bool,
+    *,
+    batches: int = LOADER_BATCHES,
+    batch_size: int = BATCH_SIZE,
+    workers: int = LOADER_WORKERS,
+    device: int = 0,
+) -> dict:
     """Host→GPU throughput of `DataLoader(pin_memory=...)` feeding `.to(device, non_blocking=True)`.
 
     One untimed pass starts the (persistent) workers; the timed pass moves `batches` batches and
@@ -58,8 +63,9 @@ def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch
     require_cuda("measure_dataloader", hint=NO_GPU_HINT)
     dev = torch.device("cuda", device)
     ds = SyntheticImages(batches * batch_size)
-    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, pin_memory=pin_memory,
-                        persistent_workers=workers > 0)
+    loader = DataLoader(
+        ds, batch_size=batch_size, num_workers=workers, pin_memory=pin_memory, persistent_workers=workers > 0
+    )
     try:
         for x in loader:  # warm-up pass: workers start, pinned blocks get cached
             x.to(dev, non_blocking=True)
@@ -73,17 +79,26 @@ def measure_dataloader(pin_memory: bool, *, batches: int = LOADER_BATCHES, batch
         seconds = time.perf_counter() - t0
     finally:
         del loader  # stops persistent workers
-    return {"pin_memory": pin_memory, "batches": batches, "batch_bytes": batch_size * int(np.prod(SAMPLE_SHAPE)),
-            "workers": workers, "seconds": seconds, "batches_per_s": batches / seconds,
-            "throughput_GBps": nbytes / seconds / GB, "device": torch.cuda.get_device_name(dev)}
+    return {
+        "pin_memory": pin_memory,
+        "batches": batches,
+        "batch_bytes": batch_size * int(np.prod(SAMPLE_SHAPE)),
+        "workers": workers,
+        "seconds": seconds,
+        "batches_per_s": batches / seconds,
+        "throughput_GBps": nbytes / seconds / GB,
+        "device": torch.cuda.get_device_name(dev),
+    }
 
 
 # --------------------------------------------------------------------------- what notebook 02 shows
 #: Why nothing is shown without a GPU and without a recorded run (nothing is invented).
-NOTHING_RECORDED = ("No DataLoader run is recorded in data/ (no published source measures it this way), and this "
-                    "machine has no GPU. Nothing is shown rather than an invented number: run this notebook on a GPU, "
-                    "or replay a profile recorded there (`labkit record --out profiles/<node>`, then "
-                    "reference='profiles/<node>').")
+NOTHING_RECORDED = (
+    "No DataLoader run is recorded in data/ (no published source measures it this way), and this "
+    "machine has no GPU. Nothing is shown rather than an invented number: run this notebook on a GPU, "
+    "or replay a profile recorded there (`labkit record --out profiles/<node>`, then "
+    "reference='profiles/<node>')."
+)
 
 
 def measured_here(quick: bool, gpu_name: str) -> Found:
@@ -91,31 +106,42 @@ def measured_here(quick: bool, gpu_name: str) -> Found:
     import pandas as pd
 
     batches = QUICK_LOADER_BATCHES if quick else LOADER_BATCHES
-    return Found(pd.DataFrame([measure_dataloader(pm, batches=batches) for pm in (False, True)]),
-                 f"measured here: {gpu_name}")
+    return Found(
+        pd.DataFrame([measure_dataloader(pm, batches=batches) for pm in (False, True)]), f"measured here: {gpu_name}"
+    )
 
 
 def recorded(datasets):
     """The DataLoader run a `labkit record` profile holds among `datasets` (Found), or None."""
     import pandas as pd
 
-    runs = [d for d in datasets if "memory" in d.frame.columns
-            and d.frame["quantity"].astype(str).str.startswith("DataLoader(").any()]
+    runs = [
+        d
+        for d in datasets
+        if "memory" in d.frame.columns and d.frame["quantity"].astype(str).str.startswith("DataLoader(").any()
+    ]
     if not runs:
         return None
     f = runs[0].frame
-    frame = pd.DataFrame({"pin_memory": f["memory"] == "pinned", "throughput_GBps": f["value"],
-                          "batches_per_s": f.get("batches_per_s")})
+    frame = pd.DataFrame(
+        {"pin_memory": f["memory"] == "pinned", "throughput_GBps": f["value"], "batches_per_s": f.get("batches_per_s")}
+    )
     return Found(frame, runs[0].label, (runs[0].name,))
 
 
 def plot(frame, label: str):
     """Throughput with pin_memory=False and True, side by side."""
     fig, ax = plots.figure(width=6, height=3.8)
-    ax.bar(["pin_memory=False", "pin_memory=True"], frame["throughput_GBps"], color=["tab:gray", "tab:blue"],
-           label=label)
-    plots.finish(ax, "DataLoader → GPU throughput", "DataLoader setting (flag)", "throughput (GB/s, unidirectional)",
-                 source=label)
+    ax.bar(
+        ["pin_memory=False", "pin_memory=True"], frame["throughput_GBps"], color=["tab:gray", "tab:blue"], label=label
+    )
+    plots.finish(
+        ax,
+        "DataLoader → GPU throughput",
+        "DataLoader setting (flag)",
+        "throughput (GB/s, unidirectional)",
+        source=label,
+    )
     return fig
 
 

@@ -53,8 +53,10 @@ def _cudart():
     name = ctypes.util.find_library("cudart")
     if name:
         return ctypes.CDLL(name), name
-    raise RuntimeError("could not find libcudart (the CUDA runtime) in this process or on the library path; "
-                       "the raw probe needs a CUDA build of torch")
+    raise RuntimeError(
+        "could not find libcudart (the CUDA runtime) in this process or on the library path; "
+        "the raw probe needs a CUDA build of torch"
+    )
 
 
 class _Runtime:
@@ -71,8 +73,15 @@ class _Runtime:
             raise RuntimeError(f"{fn} failed: {msg} (cudaError {rc})")
 
 
-def raw_copy(nbytes: int, direction: str, *, device: int = 0, repeats: int = RAW_REPEATS,
-             inner: int = RAW_INNER, warmup: int = RAW_WARMUP) -> timing.Measurement:
+def raw_copy(
+    nbytes: int,
+    direction: str,
+    *,
+    device: int = 0,
+    repeats: int = RAW_REPEATS,
+    inner: int = RAW_INNER,
+    warmup: int = RAW_WARMUP,
+) -> timing.Measurement:
     """Time pinned cudaMemcpyAsync H2D or D2H with cudaEvents, through the CUDA runtime alone."""
     if direction not in _MEMCPY_KIND:
         raise ValueError(f"direction must be 'h2d' or 'd2h', got {direction!r}")
@@ -113,8 +122,13 @@ def raw_copy(nbytes: int, direction: str, *, device: int = 0, repeats: int = RAW
             rt("cudaFree", dev)
     finally:
         rt("cudaFreeHost", host)
-    return timing.Measurement(tuple(samples), inner, f"cuda_event (raw {rt.path})",
-                              f"raw cudaMemcpyAsync {direction} pinned {format_bytes(nbytes)}", nbytes)
+    return timing.Measurement(
+        tuple(samples),
+        inner,
+        f"cuda_event (raw {rt.path})",
+        f"raw cudaMemcpyAsync {direction} pinned {format_bytes(nbytes)}",
+        nbytes,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,13 +152,26 @@ class Fidelity:
         return abs(self.ratio - 1) <= FIDELITY_TOLERANCE
 
     def to_dict(self) -> dict:
-        return {"experiment": "fidelity", "direction": self.direction, "memory": "pinned", "nbytes": self.nbytes,
-                "size": format_bytes(self.nbytes), "labkit_GBps": self.labkit.bandwidth_GBps,
-                "labkit_iqr_s": self.labkit.iqr_s, "raw_GBps": self.raw.bandwidth_GBps, "raw_iqr_s": self.raw.iqr_s,
-                "ratio": self.ratio, "tolerance": FIDELITY_TOLERANCE, "ok": self.ok,
-                "link": self.link, "link_limit_GBps": self.link_limit_GBps,
-                "bandwidth_direction": "unidirectional", "raw_timer": self.raw.timer,
-                "labkit_samples_s": list(self.labkit.samples_s), "raw_samples_s": list(self.raw.samples_s)}
+        return {
+            "experiment": "fidelity",
+            "direction": self.direction,
+            "memory": "pinned",
+            "nbytes": self.nbytes,
+            "size": format_bytes(self.nbytes),
+            "labkit_GBps": self.labkit.bandwidth_GBps,
+            "labkit_iqr_s": self.labkit.iqr_s,
+            "raw_GBps": self.raw.bandwidth_GBps,
+            "raw_iqr_s": self.raw.iqr_s,
+            "ratio": self.ratio,
+            "tolerance": FIDELITY_TOLERANCE,
+            "ok": self.ok,
+            "link": self.link,
+            "link_limit_GBps": self.link_limit_GBps,
+            "bandwidth_direction": "unidirectional",
+            "raw_timer": self.raw.timer,
+            "labkit_samples_s": list(self.labkit.samples_s),
+            "raw_samples_s": list(self.raw.samples_s),
+        }
 
 
 def _link_limit(device: int) -> tuple[float | None, str | None]:
@@ -173,10 +200,12 @@ def check(nbytes: int = DEFAULT_NBYTES, directions=("h2d", "d2h"), device: int =
 def summary(results: list[Fidelity]) -> str:
     lines = []
     for f in results:
-        lines.append(f"{f.direction} pinned {format_bytes(f.nbytes)}: labkit {f.labkit.bandwidth_GBps:.2f} GB/s, "
-                     f"raw cudaMemcpyAsync {f.raw.bandwidth_GBps:.2f} GB/s (ratio {f.ratio:.3f}, "
-                     f"{'within' if f.ok else 'OUTSIDE'} ±{FIDELITY_TOLERANCE:.0%})"
-                     + (f"; link limit {f.link_limit_GBps:.2f} GB/s ({f.link})" if f.link_limit_GBps else ""))
+        lines.append(
+            f"{f.direction} pinned {format_bytes(f.nbytes)}: labkit {f.labkit.bandwidth_GBps:.2f} GB/s, "
+            f"raw cudaMemcpyAsync {f.raw.bandwidth_GBps:.2f} GB/s (ratio {f.ratio:.3f}, "
+            f"{'within' if f.ok else 'OUTSIDE'} ±{FIDELITY_TOLERANCE:.0%})"
+            + (f"; link limit {f.link_limit_GBps:.2f} GB/s ({f.link})" if f.link_limit_GBps else "")
+        )
     return "\n".join(lines)
 
 
@@ -187,16 +216,44 @@ def to_frame(results: list[Fidelity]):
     rows = []
     for f in results:
         what = f"pinned {f.direction.upper()} {format_bytes(f.nbytes)}"
-        for timer, m, how in (("labkit", f.labkit, "labkit (torch copy_(non_blocking=True), CUDA events)"),
-                              ("raw cudaMemcpyAsync + cudaEvent", f.raw, "raw cudaMemcpyAsync + cudaEvent (ctypes)")):
-            rows.append({"quantity": f"{what}: {how}", "value": m.bandwidth_GBps, "unit": "GB/s",
-                         "bandwidth_direction": "unidirectional", "direction": f.direction, "nbytes": f.nbytes,
-                         "timer": timer})
-        rows.append({"quantity": f"{what}: labkit / raw", "value": f.ratio, "unit": "ratio",
-                     "bandwidth_direction": "none", "direction": f.direction, "nbytes": f.nbytes, "timer": "ratio"})
+        for timer, m, how in (
+            ("labkit", f.labkit, "labkit (torch copy_(non_blocking=True), CUDA events)"),
+            ("raw cudaMemcpyAsync + cudaEvent", f.raw, "raw cudaMemcpyAsync + cudaEvent (ctypes)"),
+        ):
+            rows.append(
+                {
+                    "quantity": f"{what}: {how}",
+                    "value": m.bandwidth_GBps,
+                    "unit": "GB/s",
+                    "bandwidth_direction": "unidirectional",
+                    "direction": f.direction,
+                    "nbytes": f.nbytes,
+                    "timer": timer,
+                }
+            )
+        rows.append(
+            {
+                "quantity": f"{what}: labkit / raw",
+                "value": f.ratio,
+                "unit": "ratio",
+                "bandwidth_direction": "none",
+                "direction": f.direction,
+                "nbytes": f.nbytes,
+                "timer": "ratio",
+            }
+        )
     if results and results[0].link_limit_GBps:
-        rows.append({"quantity": f"{results[0].link} (link limit)", "value": results[0].link_limit_GBps, "unit": "GB/s",
-                     "bandwidth_direction": "unidirectional", "direction": "", "nbytes": None, "timer": "spec"})
+        rows.append(
+            {
+                "quantity": f"{results[0].link} (link limit)",
+                "value": results[0].link_limit_GBps,
+                "unit": "GB/s",
+                "bandwidth_direction": "unidirectional",
+                "direction": "",
+                "nbytes": None,
+                "timer": "spec",
+            }
+        )
     frame = pd.DataFrame(rows)
     frame["nbytes"] = frame["nbytes"].astype("Int64")
     return frame

@@ -23,7 +23,6 @@ from .pinned import NO_GPU_HINT, can_pin
 from .pinned_vs_pageable import legend_below, ratio_frame
 from .sweeps import gpu_copy_sweep
 
-
 #: Sizes for the pin-cost experiment: 64 KiB .. 256 MiB every 4× (quick: up to 16 MiB).
 PIN_MIN_BYTES, PIN_MAX_BYTES, PIN_QUICK_MAX_BYTES = 64 * KiB, 256 * MiB, 16 * MiB
 
@@ -46,12 +45,24 @@ class PinCost:
     def to_rows(self) -> list[dict]:
         """Rows of the `point` dataset kind (quantity, value, unit, bandwidth_direction) + nbytes, iqr_s."""
         out = []
-        for quantity, m in ((self.what, self.pin), (WARM_PIN, self.pin_warm),
-                            (COPY_PINNED, self.pinned_copy), (COPY_PAGEABLE, self.pageable_copy)):
+        for quantity, m in (
+            (self.what, self.pin),
+            (WARM_PIN, self.pin_warm),
+            (COPY_PINNED, self.pinned_copy),
+            (COPY_PAGEABLE, self.pageable_copy),
+        ):
             if m is not None:
-                out.append({"quantity": quantity, "value": m.median_s, "unit": "s", "bandwidth_direction": "none",
-                            "nbytes": self.nbytes, "iqr_s": m.iqr_s,
-                            "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s)})
+                out.append(
+                    {
+                        "quantity": quantity,
+                        "value": m.median_s,
+                        "unit": "s",
+                        "bandwidth_direction": "none",
+                        "nbytes": self.nbytes,
+                        "iqr_s": m.iqr_s,
+                        "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s),
+                    }
+                )
         return out
 
 
@@ -73,8 +84,10 @@ COPY_PAGEABLE = "H2D copy from pageable memory"
 def _empty_host_cache() -> bool:
     import torch
 
-    for fn in (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None),
-               getattr(torch._C, "_host_emptyCache", None)):
+    for fn in (
+        getattr(getattr(torch, "accelerator", None), "empty_host_cache", None),
+        getattr(torch._C, "_host_emptyCache", None),
+    ):
         if fn is not None:
             fn()
             return True
@@ -105,10 +118,16 @@ def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device
             samples.append(time.perf_counter() - t0)
             del p
         cold = timing.Measurement(tuple(samples[1:]), 1, "host", f"cold pin {format_bytes(n)}", int(n))
-        warm = timing.time_host(lambda: src.pin_memory(), repeats=repeats, label=f"warm pin {format_bytes(n)}", nbytes=int(n))
+        warm = timing.time_host(
+            lambda: src.pin_memory(), repeats=repeats, label=f"warm pin {format_bytes(n)}", nbytes=int(n)
+        )
         pinned = gpu_copy_sweep([n], "h2d", "pinned", repeats=repeats, device=device).measurements[0]
         pageable = gpu_copy_sweep([n], "h2d", "pageable", repeats=repeats, device=device).measurements[0]
-        what = COLD_PIN if have_cache_control else "pin_memory() of a fresh tensor (this torch cannot empty its pinned cache: may be warm)"
+        what = (
+            COLD_PIN
+            if have_cache_control
+            else "pin_memory() of a fresh tensor (this torch cannot empty its pinned cache: may be warm)"
+        )
         out.append(PinCost(int(n), cold, what, warm, pinned, pageable))
     return out
 
@@ -154,13 +173,20 @@ def measure_host_pin_part(sizes: Sequence[int], *, repeats: int = PIN_REPEATS) -
                     refused.append(n)
             samples.append(time.perf_counter() - t0)
             del dst
-        out.append(PinCost(n, timing.Measurement(tuple(samples[1:]), 1, "host", f"host pin part {format_bytes(n)}", n),
-                           HOST_PIN_PART))
+        out.append(
+            PinCost(
+                n,
+                timing.Measurement(tuple(samples[1:]), 1, "host", f"host pin part {format_bytes(n)}", n),
+                HOST_PIN_PART,
+            )
+        )
     if lock is None:
         note = "mlock is not available on this OS: the page-locking step is missing too"
     elif refused:
-        note = (f"mlock was refused for {format_bytes(min(refused))} and above (RLIMIT_MEMLOCK; `ulimit -l`): "
-                "those sizes time allocation + copy only")
+        note = (
+            f"mlock was refused for {format_bytes(min(refused))} and above (RLIMIT_MEMLOCK; `ulimit -l`): "
+            "those sizes time allocation + copy only"
+        )
     else:
         note = "mlock allowed for every size"
     return out, note
@@ -179,9 +205,18 @@ def break_even_table(pin_s: dict[int, float], pageable_s: dict[int, float], pinn
     for n in sorted(set(pin_s) & set(pageable_s) & set(pinned_s)):
         saved = pageable_s[n] - pinned_s[n]
         k = pin_s[n] / saved if saved > 0 else math.inf
-        rows.append({"nbytes": n, "size": format_bytes(n), "pin_s": pin_s[n], "pageable_copy_s": pageable_s[n],
-                     "pinned_copy_s": pinned_s[n], "saved_per_copy_s": saved, "break_even_copies": k,
-                     "pays_for_one_copy": bool(k <= 1)})
+        rows.append(
+            {
+                "nbytes": n,
+                "size": format_bytes(n),
+                "pin_s": pin_s[n],
+                "pageable_copy_s": pageable_s[n],
+                "pinned_copy_s": pinned_s[n],
+                "saved_per_copy_s": saved,
+                "break_even_copies": k,
+                "pays_for_one_copy": bool(k <= 1),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -192,7 +227,9 @@ def copy_times_from_sweep(ds, direction: str = "h2d", run: str | None = None) ->
     if "run" in f.columns:
         run = run or sorted(set(f["run"]))[0]
         f = f[f["run"] == run]
-    t = lambda m: {int(n): n / (bw * GB) for n, bw in zip(f[f["memory"] == m]["nbytes"], f[f["memory"] == m]["bandwidth_GBps"])}  # noqa: E731
+    t = lambda m: {
+        int(n): n / (bw * GB) for n, bw in zip(f[f["memory"] == m]["nbytes"], f[f["memory"] == m]["bandwidth_GBps"])
+    }  # noqa: E731
     return t("pageable"), t("pinned")
 
 
@@ -201,7 +238,9 @@ def recorded_pin_cost(datasets):
     for ds in datasets:
         f = ds.frame
         if ds.kind == "point" and "nbytes" in f.columns and (f["quantity"] == COPY_PAGEABLE).any():
-            pick = lambda q: {int(n): float(v) for n, v in zip(f[f["quantity"] == q]["nbytes"], f[f["quantity"] == q]["value"])}  # noqa: E731
+            pick = lambda q: {
+                int(n): float(v) for n, v in zip(f[f["quantity"] == q]["nbytes"], f[f["quantity"] == q]["value"])
+            }  # noqa: E731
             cold = [q for q in set(f["quantity"]) if q.startswith("pin_memory() of a fresh tensor")]
             if cold:
                 return pick(cold[0]), pick(COPY_PAGEABLE), pick(COPY_PINNED), ds
@@ -226,8 +265,11 @@ def measured_here(quick: bool, gpu_name: str):
     sizes = pow2_sizes(PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if quick else PIN_MAX_BYTES, step=2)
     costs = measure_pin_cost(sizes, repeats=3 if quick else PIN_REPEATS)
     label = f"measured here: {gpu_name}"
-    table = break_even_table({c.nbytes: c.pin.median_s for c in costs}, {c.nbytes: c.pageable_copy.median_s for c in costs},
-                             {c.nbytes: c.pinned_copy.median_s for c in costs})
+    table = break_even_table(
+        {c.nbytes: c.pin.median_s for c in costs},
+        {c.nbytes: c.pageable_copy.median_s for c in costs},
+        {c.nbytes: c.pinned_copy.median_s for c in costs},
+    )
     return Found(BreakEven(table, label, label, costs[0].what), label)
 
 
@@ -237,8 +279,16 @@ def recorded(datasets):
     if got is None:
         return None
     pin_s, pageable_s, pinned_s, ds = got
-    return Found(BreakEven(break_even_table(pin_s, pageable_s, pinned_s), ds.label, ds.label,
-                           "pin_memory() of a fresh tensor (recorded)"), ds.label, (ds.name,))
+    return Found(
+        BreakEven(
+            break_even_table(pin_s, pageable_s, pinned_s),
+            ds.label,
+            ds.label,
+            "pin_memory() of a fresh tensor (recorded)",
+        ),
+        ds.label,
+        (ds.name,),
+    )
 
 
 def host_part_here(copy_sweep, quick: bool, cpu: str):
@@ -248,8 +298,11 @@ def host_part_here(copy_sweep, quick: bool, cpu: str):
     costs, lock_note = measure_host_pin_part(sizes, repeats=3 if quick else PIN_REPEATS)
     pin_label = f"measured here: host part of pinning only ({cpu}) — a lower bound"
     table = break_even_table({c.nbytes: c.pin.median_s for c in costs}, pageable_s, pinned_s)
-    return Found(BreakEven(table, pin_label, copy_sweep.label + " (H2D)", costs[0].what + f"; {lock_note}"),
-                 pin_label, (copy_sweep.name,))
+    return Found(
+        BreakEven(table, pin_label, copy_sweep.label + " (H2D)", costs[0].what + f"; {lock_note}"),
+        pin_label,
+        (copy_sweep.name,),
+    )
 
 
 def copy_reference(datasets, ratios, shipped=()):
@@ -264,18 +317,37 @@ def pin_or_not(table, nbytes: int, copies: int, *, pin_label: str, copy_label: s
     row = table.set_index("nbytes").loc[nbytes]
     ks = list(range(copies + 1))
     fig, ax = plots.figure(width=8, height=4.2)
-    plots.line(ax, ks, [k * row.pageable_copy_s * 1e3 for k in ks],
-               f"model: k pageable copies ({copy_label})", how=plots.MODEL, color="tab:gray")
-    plots.line(ax, ks, [(row.pin_s + k * row.pinned_copy_s) * 1e3 for k in ks],
-               f"model: pin once ({pin_label}), then k pinned copies", how=plots.MODEL, color="tab:blue")
+    plots.line(
+        ax,
+        ks,
+        [k * row.pageable_copy_s * 1e3 for k in ks],
+        f"model: k pageable copies ({copy_label})",
+        how=plots.MODEL,
+        color="tab:gray",
+    )
+    plots.line(
+        ax,
+        ks,
+        [(row.pin_s + k * row.pinned_copy_s) * 1e3 for k in ks],
+        f"model: pin once ({pin_label}), then k pinned copies",
+        how=plots.MODEL,
+        color="tab:blue",
+    )
     if row.break_even_copies <= copies:
         ax.axvline(row.break_even_copies, color="tab:red", lw=0.8, label=f"k* = {row.break_even_copies:.2f}")
-    plots.finish(ax, f"Pin a fresh {row['size']} tensor or not? (H2D)", "copies of the same tensor (count)",
-                 "total time (ms)", source="model from the times in the table above")
+    plots.finish(
+        ax,
+        f"Pin a fresh {row['size']} tensor or not? (H2D)",
+        "copies of the same tensor (count)",
+        "total time (ms)",
+        source="model from the times in the table above",
+    )
     ax.xaxis.get_major_locator().set_params(integer=True)  # whole copies
     legend_below(ax, fontsize=7)
     unpinned, pinned_total = copies * row.pageable_copy_s, row.pin_s + copies * row.pinned_copy_s
     verdict = "pinning pays" if pinned_total < unpinned else "stay pageable"
-    print(f"{row['size']}, {copies} {'copy' if copies == 1 else 'copies'}: {format_time(unpinned)} pageable vs "
-          f"{format_time(pinned_total)} pin + pinned → {verdict} (k* = {row.break_even_copies:.2f})")
+    print(
+        f"{row['size']}, {copies} {'copy' if copies == 1 else 'copies'}: {format_time(unpinned)} pageable vs "
+        f"{format_time(pinned_total)} pin + pinned → {verdict} (k* = {row.break_even_copies:.2f})"
+    )
     return {"nbytes": int(nbytes), "copies": copies, "pays": bool(pinned_total < unpinned)}

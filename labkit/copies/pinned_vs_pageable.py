@@ -54,18 +54,27 @@ def ratio_survey(datasets, measured=()):
         if len(r):
             frames.append(r)
         elif set(hd["memory"]) == {"pinned"}:
-            only.append({"dataset": ds.name, "title": ds.meta["title"],
-                         "directions": ", ".join(sorted(set(hd["direction"])))})
-    ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["dataset", "title", "label", "direction", "nbytes", "run", "pinned_GBps", "pageable_GBps", "ratio"])
+            only.append(
+                {"dataset": ds.name, "title": ds.meta["title"], "directions": ", ".join(sorted(set(hd["direction"])))}
+            )
+    ratios = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(
+            columns=["dataset", "title", "label", "direction", "nbytes", "run", "pinned_GBps", "pageable_GBps", "ratio"]
+        )
+    )
     return ratios, pd.DataFrame(only, columns=["dataset", "title", "directions"])
 
 
 def measure_here(quick: bool, *, progress: bool = True) -> Found:
     """Pinned and pageable H2D and D2H sweeps on this machine's GPU, 4 KiB .. 1 GiB every 4× (quick: 64 MiB)."""
     sizes = pow2_sizes(4 * KiB, QUICK_MAX_BYTES if quick else SWEEP_MAX_BYTES, step=2)
-    sweeps = [gpu_copy_sweep(sizes, direction, memory, progress=progress)
-              for direction in ("h2d", "d2h") for memory in ("pinned", "pageable")]
+    sweeps = [
+        gpu_copy_sweep(sizes, direction, memory, progress=progress)
+        for direction in ("h2d", "d2h")
+        for memory in ("pinned", "pageable")
+    ]
     return Found(sweeps, f"measured here: {sweeps[0].device}")
 
 
@@ -93,18 +102,45 @@ def draw_ratios(ax, ratios, *, folklore: float | None = 2.0):
         g = g.sort_values("nbytes")
         name = f"{label} — {direction.upper()}" + (f" ({run})" if run else "")
         if len(g) == 1:
-            ax.plot(g["nbytes"], g["ratio"], marker="D" if direction == "h2d" else "v", ms=7, ls="none",
-                    mfc="none", mew=1.5, color=colors[label], label=name)
+            ax.plot(
+                g["nbytes"],
+                g["ratio"],
+                marker="D" if direction == "h2d" else "v",
+                ms=7,
+                ls="none",
+                mfc="none",
+                mew=1.5,
+                color=colors[label],
+                label=name,
+            )
         else:
-            line(ax, g["nbytes"], g["ratio"], name, how=RECORDED if not label.startswith("measured") else "measured",
-                 color=colors[label], ls="-" if direction == "h2d" else "--",
-                 marker="s" if run == sorted(set(ratios[ratios["label"] == label]["run"]))[0] else "o")
+            line(
+                ax,
+                g["nbytes"],
+                g["ratio"],
+                name,
+                how=RECORDED if not label.startswith("measured") else "measured",
+                color=colors[label],
+                ls="-" if direction == "h2d" else "--",
+                marker="s" if run == sorted(set(ratios[ratios["label"] == label]["run"]))[0] else "o",
+            )
     ax.axhline(1.0, color="0.6", lw=0.8)
     if folklore:
-        ax.axhline(folklore, color="tab:red", ls=":", lw=1.2, label=f"the folklore '≈{folklore:g}×' (a claim, not a measurement)")
+        ax.axhline(
+            folklore,
+            color="tab:red",
+            ls=":",
+            lw=1.2,
+            label=f"the folklore '≈{folklore:g}×' (a claim, not a measurement)",
+        )
     size_axis(ax)
-    finish(ax, "Pinned ÷ pageable bandwidth — every recorded system with both", "transfer size (bytes, log2)",
-           "pinned ÷ pageable (×)", source="recorded: sources in the legend; H2D solid / ◇, D2H dashed / ▽")
+    finish(
+        ax,
+        "Pinned ÷ pageable bandwidth — every recorded system with both",
+        "transfer size (bytes, log2)",
+        "pinned ÷ pageable (×)",
+        source="recorded: sources in the legend; H2D solid / ◇, D2H dashed / ▽",
+    )
     legend_below(ax)
 
 
@@ -126,9 +162,19 @@ def measured_ratio_frame(sweeps):
         qb = dict(zip(q.nbytes, q.bandwidth_GBps))
         for n, bw in zip(p.nbytes, p.bandwidth_GBps):
             if n in qb:
-                rows.append({"dataset": "measured here", "title": p.device, "label": f"measured here: {p.device}",
-                             "direction": direction, "nbytes": n, "run": "", "pinned_GBps": bw,
-                             "pageable_GBps": qb[n], "ratio": bw / qb[n]})
+                rows.append(
+                    {
+                        "dataset": "measured here",
+                        "title": p.device,
+                        "label": f"measured here: {p.device}",
+                        "direction": direction,
+                        "nbytes": n,
+                        "run": "",
+                        "pinned_GBps": bw,
+                        "pageable_GBps": qb[n],
+                        "ratio": bw / qb[n],
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -161,20 +207,46 @@ def draw_sweeps(ax, datasets, direction: str, *, measured=()):
             g = g.sort_values("nbytes")
             name = f"recorded: {ds.meta['title']} — {memory}"
             if len(g) == 1:
-                ax.plot(g["nbytes"], g["bandwidth_GBps"], marker="D" if memory == "pinned" else "X", ms=7, ls="none",
-                        color=color, label=name)
+                ax.plot(
+                    g["nbytes"],
+                    g["bandwidth_GBps"],
+                    marker="D" if memory == "pinned" else "X",
+                    ms=7,
+                    ls="none",
+                    color=color,
+                    label=name,
+                )
             else:
-                line(ax, g["nbytes"], g["bandwidth_GBps"], name, how=RECORDED, color=color,
-                     ls="-" if memory == "pinned" else "--")
+                line(
+                    ax,
+                    g["nbytes"],
+                    g["bandwidth_GBps"],
+                    name,
+                    how=RECORDED,
+                    color=color,
+                    ls="-" if memory == "pinned" else "--",
+                )
     for s in measured:
         if s.direction == direction:
-            line(ax, s.nbytes, s.bandwidth_GBps, f"measured here: {s.device} — {s.memory}", how=MEASURED,
-                 color="black", ls="-" if s.memory == "pinned" else "--")
+            line(
+                ax,
+                s.nbytes,
+                s.bandwidth_GBps,
+                f"measured here: {s.device} — {s.memory}",
+                how=MEASURED,
+                color="black",
+                ls="-" if s.memory == "pinned" else "--",
+            )
     ax.set_yscale("log")
     size_axis(ax)
     arrow = {"h2d": "host→device (H2D)", "d2h": "device→host (D2H)"}.get(direction, direction)
-    finish(ax, f"{arrow}: pinned (solid, ◆) vs pageable (dashed, ✕)", "transfer size (bytes, log2)",
-           "bandwidth (GB/s, unidirectional)", source="sources in the legend")
+    finish(
+        ax,
+        f"{arrow}: pinned (solid, ◆) vs pageable (dashed, ✕)",
+        "transfer size (bytes, log2)",
+        "bandwidth (GB/s, unidirectional)",
+        source="sources in the legend",
+    )
     legend_below(ax)
 
 

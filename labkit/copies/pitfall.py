@@ -15,7 +15,6 @@ from ..runtime import Found, require_cuda
 from ..units import MiB
 from .pinned import NO_GPU_HINT, pinned_empty
 
-
 #: Bytes copied in the non_blocking pitfall demo (large enough that the copy takes a while).
 PITFALL_BYTES = 64 * MiB
 
@@ -35,8 +34,9 @@ class PitfallResult:
     source: str  # "measured here: <GPU>" or "measured here: host thread standing in for the copy engine"
 
 
-def nonblocking_pitfall_gpu(nbytes: int = PITFALL_BYTES, *, device: int = 0,
-                            sleep_cycles: int = PITFALL_SLEEP_CYCLES) -> PitfallResult:
+def nonblocking_pitfall_gpu(
+    nbytes: int = PITFALL_BYTES, *, device: int = 0, sleep_cycles: int = PITFALL_SLEEP_CYCLES
+) -> PitfallResult:
     """`dst.copy_(gpu_tensor, non_blocking=True)` into pinned memory, read at once, then after a synchronise.
 
     The stream is kept busy first (`torch.cuda._sleep`, standing in for a forward pass), so when

@@ -53,11 +53,22 @@ class Sweep:
         """Tidy rows in the `copy_sweep` schema, with IQR and raw samples kept."""
         import pandas as pd
 
-        return pd.DataFrame([{
-            "direction": self.direction, "memory": self.memory, "nbytes": m.nbytes,
-            "bandwidth_GBps": m.bandwidth_GBps, "time_s": m.median_s, "iqr_s": m.iqr_s,
-            "inner": m.inner, "timer": m.timer,
-            "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s)} for m in self.measurements])
+        return pd.DataFrame(
+            [
+                {
+                    "direction": self.direction,
+                    "memory": self.memory,
+                    "nbytes": m.nbytes,
+                    "bandwidth_GBps": m.bandwidth_GBps,
+                    "time_s": m.median_s,
+                    "iqr_s": m.iqr_s,
+                    "inner": m.inner,
+                    "timer": m.timer,
+                    "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s),
+                }
+                for m in self.measurements
+            ]
+        )
 
 
 def _progress(sizes, desc: str, progress: bool):
@@ -68,8 +79,13 @@ def _progress(sizes, desc: str, progress: bool):
     return tqdm(sizes, desc=desc, unit="size", leave=False)
 
 
-def host_copy_sweep(sizes: Sequence[int], *, repeats: int = timing.DEFAULT_REPEATS, progress: bool = False,
-                    alloc: Callable[[int], object] | None = None) -> Sweep:
+def host_copy_sweep(
+    sizes: Sequence[int],
+    *,
+    repeats: int = timing.DEFAULT_REPEATS,
+    progress: bool = False,
+    alloc: Callable[[int], object] | None = None,
+) -> Sweep:
     """Time `dst[:] = src` between two host buffers for each size (memcpy through caches and DRAM).
 
     The same α-β law holds as for PCIe: a fixed cost per call (Python + memcpy start-up) and a
@@ -82,13 +98,23 @@ def host_copy_sweep(sizes: Sequence[int], *, repeats: int = timing.DEFAULT_REPEA
     for n in _progress(sizes, "host copy", progress):
         n = check_size(n)
         src, dst = alloc(n), alloc(n)
-        out.append(timing.time_host(lambda: np.copyto(dst, src), repeats=repeats, nbytes=n,
-                                    label=f"host copy {format_bytes(n)}"))
+        out.append(
+            timing.time_host(
+                lambda: np.copyto(dst, src), repeats=repeats, nbytes=n, label=f"host copy {format_bytes(n)}"
+            )
+        )
     return Sweep("host", "host", tuple(out), f"host memory ({cpu_model()})")
 
 
-def sweep_sizes(sizes, measure_one: Callable[[int], timing.Measurement], *, is_oom: Callable[[BaseException], bool],
-                on_oom: Callable[[], None] = lambda: None, desc: str = "", progress: bool = False):
+def sweep_sizes(
+    sizes,
+    measure_one: Callable[[int], timing.Measurement],
+    *,
+    is_oom: Callable[[BaseException], bool],
+    on_oom: Callable[[], None] = lambda: None,
+    desc: str = "",
+    progress: bool = False,
+):
     """Measure each size; a size that runs out of memory is skipped and named, the rest are kept.
 
     Returns (measurements, skipped). `measure_one` allocates and times one size; `is_oom` tells an
@@ -106,8 +132,15 @@ def sweep_sizes(sizes, measure_one: Callable[[int], timing.Measurement], *, is_o
     return out, skipped
 
 
-def gpu_copy_sweep(sizes: Sequence[int], direction: str = "h2d", memory: str = "pinned", *,
-                   repeats: int = timing.DEFAULT_REPEATS, device: int = 0, progress: bool = False) -> Sweep:
+def gpu_copy_sweep(
+    sizes: Sequence[int],
+    direction: str = "h2d",
+    memory: str = "pinned",
+    *,
+    repeats: int = timing.DEFAULT_REPEATS,
+    device: int = 0,
+    progress: bool = False,
+) -> Sweep:
     """Time host↔device (or device-local) copies for each size on one CUDA device.
 
     pinned: `dst.copy_(src, non_blocking=True)` batches between CUDA events;
@@ -136,12 +169,24 @@ def gpu_copy_sweep(sizes: Sequence[int], direction: str = "h2d", memory: str = "
         def copy():
             dst.copy_(src)
             torch.cuda.synchronize(dev)
+
         return timing.time_host(copy, repeats=repeats, nbytes=n, label=label)
 
-    out, skipped = sweep_sizes(sizes, measure_one, is_oom=lambda e: isinstance(e, torch.OutOfMemoryError),
-                               on_oom=torch.cuda.empty_cache, desc=f"{direction} {memory}", progress=progress)
-    return Sweep(direction, "device" if direction == "d2d" else memory, tuple(out),
-                 torch.cuda.get_device_name(dev), tuple(skipped))
+    out, skipped = sweep_sizes(
+        sizes,
+        measure_one,
+        is_oom=lambda e: isinstance(e, torch.OutOfMemoryError),
+        on_oom=torch.cuda.empty_cache,
+        desc=f"{direction} {memory}",
+        progress=progress,
+    )
+    return Sweep(
+        direction,
+        "device" if direction == "d2d" else memory,
+        tuple(out),
+        torch.cuda.get_device_name(dev),
+        tuple(skipped),
+    )
 
 
 def _buffers(n: int, direction: str, memory: str, dev):

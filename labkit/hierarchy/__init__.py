@@ -13,5 +13,4 @@
 from .._moved import forward
 
 #: The flat module's names (labkit.hierarchy.run_live, ...) keep working for one release, with a warning.
-__getattr__ = forward(__name__, tuple(f"{__name__}.{m}" for m in (
-    "comparison", "torchrun", "ladder", "bench_ladder")))
+__getattr__ = forward(__name__, tuple(f"{__name__}.{m}" for m in ("comparison", "torchrun", "ladder", "bench_ladder")))

@@ -9,9 +9,14 @@ from . import ladder
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--sizes", help="comma-separated (default: powers of four, 64 B .. 256 MiB; --quick: 256 B .. 64 MiB)")
-    parser.add_argument("--levels", default="gpu,host,processes",
-                   help="which levels to measure: gpu (only with CUDA), host, processes (comma-separated)")
+    parser.add_argument(
+        "--sizes", help="comma-separated (default: powers of four, 64 B .. 256 MiB; --quick: 256 B .. 64 MiB)"
+    )
+    parser.add_argument(
+        "--levels",
+        default="gpu,host,processes",
+        help="which levels to measure: gpu (only with CUDA), host, processes (comma-separated)",
+    )
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds for the process level's launch")
@@ -23,9 +28,17 @@ def bench(args):
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
     for s in ladder.measure(sizes, levels, args.repeats, args.timeout):
         for n, bw in zip(s.nbytes, s.bandwidth_GBps):
-            yield {"experiment": "ladder", "level": s.level, "nbytes": n, "size": format_bytes(n),
-                   "seconds": n / (bw * 1e9), "bandwidth_GBps": bw, "bandwidth_direction": "unidirectional",
-                   "label": s.label, "method": s.method}
+            yield {
+                "experiment": "ladder",
+                "level": s.level,
+                "nbytes": n,
+                "size": format_bytes(n),
+                "seconds": n / (bw * 1e9),
+                "bandwidth_GBps": bw,
+                "bandwidth_direction": "unidirectional",
+                "label": s.label,
+                "method": s.method,
+            }
 
 
 def record(folder, quick: bool, env: dict) -> list[str]:
@@ -39,24 +52,56 @@ def record(folder, quick: bool, env: dict) -> list[str]:
         if direction is None:  # GPU0→GPU1 has no copy_sweep direction; notebook 4 records peers
             continue
         memory = {"d2d": "device", "h2d": "pinned", "host": "host"}[direction]
-        frame = pd.DataFrame({"direction": direction, "memory": memory, "nbytes": list(s.nbytes),
-                              "bandwidth_GBps": list(s.bandwidth_GBps),
-                              "time_s": [n / (bw * 1e9) for n, bw in zip(s.nbytes, s.bandwidth_GBps)]})
+        frame = pd.DataFrame(
+            {
+                "direction": direction,
+                "memory": memory,
+                "nbytes": list(s.nbytes),
+                "bandwidth_GBps": list(s.bandwidth_GBps),
+                "time_s": [n / (bw * 1e9) for n, bw in zip(s.nbytes, s.bandwidth_GBps)],
+            }
+        )
         name = f"ladder_{s.level}"
-        title = {"host_memory": "ladder: host memory copy (caches, then DRAM)"}.get(s.level, f"ladder: {ladder.LEVEL_NAMES[s.level]}")
-        write_dataset(folder, name, frame, measured_meta(
-            env, kind="copy_sweep", title=title, method=s.method,
-            bandwidth_direction="unidirectional", caveats="one-way copy rate, bytes counted once"))
+        title = {"host_memory": "ladder: host memory copy (caches, then DRAM)"}.get(
+            s.level, f"ladder: {ladder.LEVEL_NAMES[s.level]}"
+        )
+        write_dataset(
+            folder,
+            name,
+            frame,
+            measured_meta(
+                env,
+                kind="copy_sweep",
+                title=title,
+                method=s.method,
+                bandwidth_direction="unidirectional",
+                caveats="one-way copy rate, bytes counted once",
+            ),
+        )
         names.append(name)
     proc = ladder.measure_processes(sizes)
-    frame = pd.DataFrame({"quantity": [f"gloo sendrecv busbw, 2 processes, {format_bytes(n)}" for n in proc.nbytes],
-                          "value": list(proc.bandwidth_GBps), "unit": "GB/s", "bandwidth_direction": "unidirectional",
-                          "nbytes": list(proc.nbytes)})
-    write_dataset(folder, "ladder_processes", frame, measured_meta(
-        env, kind="point", title="ladder: between processes (gloo sendrecv, 2 ranks)", method=proc.method,
-        bandwidth_direction="unidirectional", interconnect="loopback (one host)",
-        caveats="a sweep stored as points (one row per size, column nbytes): no sweep kind fits a sendrecv"))
+    frame = pd.DataFrame(
+        {
+            "quantity": [f"gloo sendrecv busbw, 2 processes, {format_bytes(n)}" for n in proc.nbytes],
+            "value": list(proc.bandwidth_GBps),
+            "unit": "GB/s",
+            "bandwidth_direction": "unidirectional",
+            "nbytes": list(proc.nbytes),
+        }
+    )
+    write_dataset(
+        folder,
+        "ladder_processes",
+        frame,
+        measured_meta(
+            env,
+            kind="point",
+            title="ladder: between processes (gloo sendrecv, 2 ranks)",
+            method=proc.method,
+            bandwidth_direction="unidirectional",
+            interconnect="loopback (one host)",
+            caveats="a sweep stored as points (one row per size, column nbytes): no sweep kind fits a sendrecv",
+        ),
+    )
     names.append("ladder_processes")
     return names
-
-

@@ -62,36 +62,63 @@ class ClusterLinks:
         return min(self.intra_GBps, self.nic_GBps)
 
     def describe(self) -> str:
-        return (f"{self.name}: {self.gpus_per_node} GPUs/node at {self.intra_GBps:g} GB/s per direction inside, "
-                f"{self.nics_per_node}×{self.nic_GBps:g} GB/s NICs per direction between nodes")
+        return (
+            f"{self.name}: {self.gpus_per_node} GPUs/node at {self.intra_GBps:g} GB/s per direction inside, "
+            f"{self.nics_per_node}×{self.nic_GBps:g} GB/s NICs per direction between nodes"
+        )
 
 
 def preset(name: str) -> ClusterLinks:
     """Clusters built from `labkit.models.SPECS` (per-direction figures): see PRESETS."""
     s = models.spec
     presets = {
-        "H100 NDR": ClusterLinks(8, s("NVLink 4").per_direction_GBps(), s("NDR").per_direction_GBps(), 8,
-                                 name="8×H100 SXM per node, 8× InfiniBand NDR",
-                                 source=f"spec: {s('NVLink 4').name}; {s('NDR').name}"),
-        "A100 HDR": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("HDR").per_direction_GBps(), 8,
-                                 name="8×A100 SXM per node, 8× InfiniBand HDR",
-                                 source=f"spec: {s('NVLink 3').name}; {s('HDR').name}"),
+        "H100 NDR": ClusterLinks(
+            8,
+            s("NVLink 4").per_direction_GBps(),
+            s("NDR").per_direction_GBps(),
+            8,
+            name="8×H100 SXM per node, 8× InfiniBand NDR",
+            source=f"spec: {s('NVLink 4').name}; {s('NDR').name}",
+        ),
+        "A100 HDR": ClusterLinks(
+            8,
+            s("NVLink 3").per_direction_GBps(),
+            s("HDR").per_direction_GBps(),
+            8,
+            name="8×A100 SXM per node, 8× InfiniBand HDR",
+            source=f"spec: {s('NVLink 3').name}; {s('HDR').name}",
+        ),
         # EFA on p4d: 400 Gb/s per node over 4 adapters → 4 × 12.5 GB/s per direction.
-        "p4d EFA": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("EFA").per_direction_GBps() / 4, 4,
-                                name="p4d.24xlarge: 8×A100, 4×100 Gb/s EFA",
-                                source=f"spec: {s('NVLink 3').name}; {s('EFA').name}"),
+        "p4d EFA": ClusterLinks(
+            8,
+            s("NVLink 3").per_direction_GBps(),
+            s("EFA").per_direction_GBps() / 4,
+            4,
+            name="p4d.24xlarge: 8×A100, 4×100 Gb/s EFA",
+            source=f"spec: {s('NVLink 3').name}; {s('EFA').name}",
+        ),
         # OCI BM.GPU4.8: 16 × 100 Gb/s RoCE ports per node (dataset
         # nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce, field interconnect).
-        "A100 RoCE": ClusterLinks(8, s("NVLink 3").per_direction_GBps(), s("Ethernet 100").per_direction_GBps(), 16,
-                                  name="OCI BM.GPU4.8: 8×A100, 16×100 Gb/s RoCE",
-                                  source=f"spec: {s('NVLink 3').name}; {s('Ethernet 100').name}"),
+        "A100 RoCE": ClusterLinks(
+            8,
+            s("NVLink 3").per_direction_GBps(),
+            s("Ethernet 100").per_direction_GBps(),
+            16,
+            name="OCI BM.GPU4.8: 8×A100, 16×100 Gb/s RoCE",
+            source=f"spec: {s('NVLink 3').name}; {s('Ethernet 100').name}",
+        ),
         # CSCS Alps: 4 GH200 per node, one Slingshot-11 NIC of 200 Gb/s (25 GB/s per direction) per GPU
         # — the figure is the dataset's own description (nccl_allreduce_gh200_alps_1to16nodes_slingshot11,
         # field interconnect); labkit.models.SPECS has no Slingshot entry. NVLink between the 4 Hoppers
         # is taken at the H100 NVLink 4 figure per direction (an assumption: GH200 nodes wire it differently).
-        "GH200 Slingshot": ClusterLinks(4, s("NVLink 4").per_direction_GBps(), 200 / 8, 4,
-                                        name="CSCS Alps: 4×GH200, 4× Slingshot-11 200 Gb/s",
-                                        source=f"spec: {s('NVLink 4').name} (assumed); 200 Gb/s per NIC from the dataset"),
+        "GH200 Slingshot": ClusterLinks(
+            4,
+            s("NVLink 4").per_direction_GBps(),
+            200 / 8,
+            4,
+            name="CSCS Alps: 4×GH200, 4× Slingshot-11 200 Gb/s",
+            source=f"spec: {s('NVLink 4').name} (assumed); 200 Gb/s per NIC from the dataset",
+        ),
     }
     if name not in presets:
         raise KeyError(f"unknown preset {name!r}; choose one of {sorted(presets)}")
@@ -112,9 +139,16 @@ def flat_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
 def hierarchical_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
     """model: reduce-scatter inside nodes, ring all-reduce of S/g across nodes, all-gather inside."""
     g = links.gpus_per_node
-    return models.allreduce_time(nbytes, nodes * g, links.intra_GBps, links.intra_latency_s, "hierarchical",
-                                 gpus_per_node=g, inter_bandwidth_GBps=links.inter_per_gpu_GBps,
-                                 inter_latency_s=links.inter_latency_s)
+    return models.allreduce_time(
+        nbytes,
+        nodes * g,
+        links.intra_GBps,
+        links.intra_latency_s,
+        "hierarchical",
+        gpus_per_node=g,
+        inter_bandwidth_GBps=links.inter_per_gpu_GBps,
+        inter_latency_s=links.inter_latency_s,
+    )
 
 
 def slow_link_bytes(nbytes: float, group_size: int, groups: int) -> dict:
@@ -129,8 +163,14 @@ def slow_link_bytes(nbytes: float, group_size: int, groups: int) -> dict:
         raise ValueError("group_size and groups must be >= 1")
     N, S = g * m, float(nbytes)
     if m == 1:
-        return {"flat_per_crossing_rank": 0.0, "hier_per_rank": 0.0, "flat_per_group_uplink": 0.0,
-                "hier_per_group_uplink": 0.0, "flat_total": 0.0, "hier_total": 0.0}
+        return {
+            "flat_per_crossing_rank": 0.0,
+            "hier_per_rank": 0.0,
+            "flat_per_group_uplink": 0.0,
+            "hier_per_group_uplink": 0.0,
+            "flat_total": 0.0,
+            "hier_total": 0.0,
+        }
     flat_rank = 2 * (N - 1) / N * S
     hier_rank = 2 * (m - 1) / m * S / g
     return {
@@ -151,10 +191,18 @@ def node_sweep(nbytes: float, node_counts: Sequence[int], links: ClusterLinks):
     for n in node_counts:
         N = n * links.gpus_per_node
         tf, th = flat_time(nbytes, n, links), hierarchical_time(nbytes, n, links)
-        rows.append({"nodes": n, "gpus": N, "nbytes": nbytes, "flat_s": tf, "hierarchical_s": th,
-                     "flat_busbw_GBps": busbw("all_reduce", nbytes, tf, N) if tf > 0 else math.nan,
-                     "hierarchical_busbw_GBps": busbw("all_reduce", nbytes, th, N) if th > 0 else math.nan,
-                     "speedup": tf / th if th > 0 else math.nan})
+        rows.append(
+            {
+                "nodes": n,
+                "gpus": N,
+                "nbytes": nbytes,
+                "flat_s": tf,
+                "hierarchical_s": th,
+                "flat_busbw_GBps": busbw("all_reduce", nbytes, tf, N) if tf > 0 else math.nan,
+                "hierarchical_busbw_GBps": busbw("all_reduce", nbytes, th, N) if th > 0 else math.nan,
+                "speedup": tf / th if th > 0 else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -162,10 +210,13 @@ def cliff(nbytes: float, links: ClusterLinks, nodes: int = 2) -> dict:
     """How much slower per GPU (busbw) the all-reduce gets when it leaves the node: 1 node vs `nodes`."""
     df = node_sweep(nbytes, [1, nodes], links)
     one, many = df.iloc[0], df.iloc[1]
-    return {"busbw_1node_GBps": one["flat_busbw_GBps"],
-            "flat_busbw_GBps": many["flat_busbw_GBps"], "hierarchical_busbw_GBps": many["hierarchical_busbw_GBps"],
-            "flat_drop": one["flat_busbw_GBps"] / many["flat_busbw_GBps"],
-            "hierarchical_drop": one["flat_busbw_GBps"] / many["hierarchical_busbw_GBps"]}
+    return {
+        "busbw_1node_GBps": one["flat_busbw_GBps"],
+        "flat_busbw_GBps": many["flat_busbw_GBps"],
+        "hierarchical_busbw_GBps": many["hierarchical_busbw_GBps"],
+        "flat_drop": one["flat_busbw_GBps"] / many["flat_busbw_GBps"],
+        "hierarchical_drop": one["flat_busbw_GBps"] / many["hierarchical_busbw_GBps"],
+    }
 
 
 # --------------------------------------------------------------------------- tensor parallelism
@@ -175,8 +226,16 @@ def cliff(nbytes: float, links: ClusterLinks, nodes: int = 2) -> dict:
 TP_ALLREDUCES_PER_LAYER = 4
 
 
-def tp_placement(links: ClusterLinks, *, hidden: int, seq_len: int, micro_batch: int, layers: int,
-                 dtype_bytes: int = 2, tp_degrees: Sequence[int] = (1, 2, 4, 8, 16, 32)):
+def tp_placement(
+    links: ClusterLinks,
+    *,
+    hidden: int,
+    seq_len: int,
+    micro_batch: int,
+    layers: int,
+    dtype_bytes: int = 2,
+    tp_degrees: Sequence[int] = (1, 2, 4, 8, 16, 32),
+):
     """model: the tensor-parallel all-reduce cost of one micro-batch, for TP inside vs across nodes.
 
     Each all-reduce moves the activations b·s·h·dtype over the TP group. Inside the NVLink domain
@@ -199,10 +258,18 @@ def tp_placement(links: ClusterLinks, *, hidden: int, seq_len: int, micro_batch:
             nodes = tp // g
             t_flat, t_hier = flat_time(S, nodes, links), hierarchical_time(S, nodes, links)
             where = f"across {nodes} nodes"
-        rows.append({"tp": tp, "placement": where, "bytes_per_allreduce": S,
-                     "allreduce_flat_s": t_flat, "allreduce_hierarchical_s": t_hier,
-                     "allreduces_per_microbatch": n_ar if tp > 1 else 0,
-                     "comm_flat_s": n_ar * t_flat, "comm_hierarchical_s": n_ar * t_hier})
+        rows.append(
+            {
+                "tp": tp,
+                "placement": where,
+                "bytes_per_allreduce": S,
+                "allreduce_flat_s": t_flat,
+                "allreduce_hierarchical_s": t_hier,
+                "allreduces_per_microbatch": n_ar if tp > 1 else 0,
+                "comm_flat_s": n_ar * t_flat,
+                "comm_hierarchical_s": n_ar * t_hier,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -223,13 +290,27 @@ class Published:
 
 #: Published multi-node nccl-tests runs (data/) and the model cluster each is compared with.
 PUBLISHED = (
-    Published("H100 NDR", "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290", 4 << 30, {"placement": "out-of-place"},
-              "1 node = NVLS; 2 nodes: default and NCCL_ALGO=RING"),
-    Published("H100 NDR", "nccl_allreduce_64xh100_8node_ib_sharp_coreweave", 8 << 30, {"placement": "out-of-place"},
-              "SHARP: the switches add, so busbw can beat the NICs — outside this model"),
-    Published("GH200 Slingshot", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", 1 << 30, {"placement": "out-of-place"}),
+    Published(
+        "H100 NDR",
+        "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290",
+        4 << 30,
+        {"placement": "out-of-place"},
+        "1 node = NVLS; 2 nodes: default and NCCL_ALGO=RING",
+    ),
+    Published(
+        "H100 NDR",
+        "nccl_allreduce_64xh100_8node_ib_sharp_coreweave",
+        8 << 30,
+        {"placement": "out-of-place"},
+        "SHARP: the switches add, so busbw can beat the NICs — outside this model",
+    ),
+    Published(
+        "GH200 Slingshot", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", 1 << 30, {"placement": "out-of-place"}
+    ),
     Published("p4d EFA", "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks", 4 << 30, {"placement": "out-of-place"}),
-    Published("A100 RoCE", "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce", 10 << 30, {"placement": "out-of-place"}),
+    Published(
+        "A100 RoCE", "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce", 10 << 30, {"placement": "out-of-place"}
+    ),
 )
 
 
@@ -254,9 +335,22 @@ def plot_published(presets=("H100 NDR", "GH200 Slingshot", "p4d EFA", "A100 RoCE
         nodes = [n for n in (1, 2, 4, 8, 16, 32) if n <= max_nodes]
         for S in sizes[:1]:
             df = node_sweep(S, nodes, links)
-            plots.line(ax, df["nodes"], df["flat_busbw_GBps"], f"model: flat ring, {_fmt_bytes(S)}", how=plots.MODEL, color="C3")
-            plots.line(ax, df["nodes"], df["hierarchical_busbw_GBps"], f"model: hierarchical, {_fmt_bytes(S)}",
-                       how=plots.MODEL, color="C2")
+            plots.line(
+                ax,
+                df["nodes"],
+                df["flat_busbw_GBps"],
+                f"model: flat ring, {_fmt_bytes(S)}",
+                how=plots.MODEL,
+                color="C3",
+            )
+            plots.line(
+                ax,
+                df["nodes"],
+                df["hierarchical_busbw_GBps"],
+                f"model: hierarchical, {_fmt_bytes(S)}",
+                how=plots.MODEL,
+                color="C2",
+            )
         for i, p in enumerate(pubs):
             try:
                 pts, ds = published_points(p)
@@ -266,13 +360,26 @@ def plot_published(presets=("H100 NDR", "GH200 Slingshot", "p4d EFA", "A100 RoCE
             shown.append(ds.name)
             for j, (cfg, grp) in enumerate(pts.groupby("config", sort=False)):
                 label = f"recorded: {cfg[:38]}, {_fmt_bytes(p.nbytes)} — {short_source(ds.meta['source'])}"
-                ax.plot(grp["nodes"], grp["busbw_GBps"], marker="osD^v"[(i + j) % 5], ls="-", lw=1, mfc="none",
-                        color=f"C{(i * 3 + j) % 10}", label=label)
+                ax.plot(
+                    grp["nodes"],
+                    grp["busbw_GBps"],
+                    marker="osD^v"[(i + j) % 5],
+                    ls="-",
+                    lw=1,
+                    mfc="none",
+                    color=f"C{(i * 3 + j) % 10}",
+                    label=label,
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_ticks(ax)
-        plots.finish(ax, f"{links.name}", "nodes (count)", "busbw per GPU (GB/s)",
-                     source="model: labkit.hierarchy.cluster from spec figures; recorded: nccl-tests")
+        plots.finish(
+            ax,
+            f"{links.name}",
+            "nodes (count)",
+            "busbw per GPU (GB/s)",
+            source="model: labkit.hierarchy.cluster from spec figures; recorded: nccl-tests",
+        )
         ax.legend(fontsize=5.5, loc="lower left")
     fig.suptitle("Leaving the node: published all-reduce busbw against the flat and hierarchical models", fontsize=11)
     fig.tight_layout()
@@ -289,11 +396,13 @@ def _plain_ticks(ax) -> None:
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
 
 
-def scaling_view(gpus_per_node: int, max_nodes: int, intra_GBps: float, nic_GBps: float, nics_per_node: int,
-                 nbytes: int):
+def scaling_view(
+    gpus_per_node: int, max_nodes: int, intra_GBps: float, nic_GBps: float, nics_per_node: int, nbytes: int
+):
     """The widget's view: build the cluster from the controls and draw `plot_scaling`."""
-    links = ClusterLinks(int(gpus_per_node), float(intra_GBps), float(nic_GBps), int(nics_per_node),
-                         name="your cluster", source="widget")
+    links = ClusterLinks(
+        int(gpus_per_node), float(intra_GBps), float(nic_GBps), int(nics_per_node), name="your cluster", source="widget"
+    )
     fig, out = plot_scaling(links, nbytes, max_nodes=int(max_nodes))
     return out
 
@@ -310,19 +419,37 @@ def plot_scaling(links: ClusterLinks, nbytes: float, max_nodes: int = 64):
     df = node_sweep(nbytes, nodes, links)
     fig, ax = plots.figure(width=7.5, height=4.2)
     plots.line(ax, df["gpus"], df["flat_s"] * 1e3, "model: flat ring", how=plots.MODEL, color="C3", marker="o")
-    plots.line(ax, df["gpus"], df["hierarchical_s"] * 1e3, "model: hierarchical", how=plots.MODEL, color="C2", marker="s")
+    plots.line(
+        ax, df["gpus"], df["hierarchical_s"] * 1e3, "model: hierarchical", how=plots.MODEL, color="C2", marker="s"
+    )
     g = links.gpus_per_node
     ax.axvspan(g, 2 * g, color="0.85", alpha=0.6, label=f"the cliff: leaving the {g}-GPU node")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_ticks(ax)
     c = cliff(nbytes, links) if len(nodes) > 1 else None
-    plots.finish(ax, f"All-reduce of {format_bytes(nbytes)}: {links.describe()}", "GPUs (count)",
-                 "time per all-reduce (ms)", source="model: labkit.hierarchy.cluster (per-direction bandwidths)")
-    out = {"nbytes": nbytes, "one_node_s": float(df["flat_s"].iloc[0]),
-           "flat_s_max": float(df["flat_s"].iloc[-1]), "hierarchical_s_max": float(df["hierarchical_s"].iloc[-1])}
+    plots.finish(
+        ax,
+        f"All-reduce of {format_bytes(nbytes)}: {links.describe()}",
+        "GPUs (count)",
+        "time per all-reduce (ms)",
+        source="model: labkit.hierarchy.cluster (per-direction bandwidths)",
+    )
+    out = {
+        "nbytes": nbytes,
+        "one_node_s": float(df["flat_s"].iloc[0]),
+        "flat_s_max": float(df["flat_s"].iloc[-1]),
+        "hierarchical_s_max": float(df["hierarchical_s"].iloc[-1]),
+    }
     if c:
         out.update(flat_drop=c["flat_drop"], hierarchical_drop=c["hierarchical_drop"])
-        ax.text(0.02, 0.96, f"1 → 2 nodes: busbw ÷{c['flat_drop']:.3g} flat, ÷{c['hierarchical_drop']:.3g} hierarchical;"
-                f" 1 node: {format_time(out['one_node_s'])}", transform=ax.transAxes, fontsize=7, va="top")
+        ax.text(
+            0.02,
+            0.96,
+            f"1 → 2 nodes: busbw ÷{c['flat_drop']:.3g} flat, ÷{c['hierarchical_drop']:.3g} hierarchical;"
+            f" 1 node: {format_time(out['one_node_s'])}",
+            transform=ax.transAxes,
+            fontsize=7,
+            va="top",
+        )
     return fig, out

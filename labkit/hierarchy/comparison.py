@@ -72,9 +72,11 @@ class Comparison:
     @property
     def short_link_text(self) -> str:
         """One line for figure titles."""
-        return {"netns": f"real — network namespaces + tc tbf, {self.rate_GBps:g} GB/s per direction per group uplink",
-                "emulated": f"emulated — token bucket, {self.rate_GBps:g} GB/s per direction per group uplink",
-                "none": "none — loopback only"}[self.slow_link]
+        return {
+            "netns": f"real — network namespaces + tc tbf, {self.rate_GBps:g} GB/s per direction per group uplink",
+            "emulated": f"emulated — token bucket, {self.rate_GBps:g} GB/s per direction per group uplink",
+            "none": "none — loopback only",
+        }[self.slow_link]
 
     def to_frame(self):
         import pandas as pd
@@ -93,11 +95,17 @@ class Comparison:
             key = "flat" if r["impl"] == "flat_ring" else "hier"
             counted = sum(r["counted_inter_bytes_per_rank"])
             wire = r.get("wire_tx_bytes_per_group")
-            rows.append({"impl": r["impl"], "nbytes": r["nbytes"],
-                         "computed_per_sending_rank": calc[f"{key}_per_{'crossing_rank' if key == 'flat' else 'rank'}"],
-                         "counted_max_per_rank": max(r["counted_inter_bytes_per_rank"]),
-                         "computed_total": calc[f"{key}_total"], "counted_total": counted,
-                         "wire_total": sum(wire) if wire else None})
+            rows.append(
+                {
+                    "impl": r["impl"],
+                    "nbytes": r["nbytes"],
+                    "computed_per_sending_rank": calc[f"{key}_per_{'crossing_rank' if key == 'flat' else 'rank'}"],
+                    "counted_max_per_rank": max(r["counted_inter_bytes_per_rank"]),
+                    "computed_total": calc[f"{key}_total"],
+                    "counted_total": counted,
+                    "wire_total": sum(wire) if wire else None,
+                }
+            )
         return pd.DataFrame(rows)
 
     def speedup(self, nbytes: int | None = None) -> float:
@@ -114,26 +122,46 @@ def _slow_link(kind: str, why: str, groups: int, rate_GBps: float):
     if kind == "netns":
         slowlink.remove_stale()
         with slowlink.NetnsCluster(groups, rate_GBps) as cl:
-            yield ({"kind": "netns", "namespaces": cl.nodes, "iface": slowlink.IFACE, "rate_GBps": rate_GBps},
-                   f"real: {cl.describe()}")
+            yield (
+                {"kind": "netns", "namespaces": cl.nodes, "iface": slowlink.IFACE, "rate_GBps": rate_GBps},
+                f"real: {cl.describe()}",
+            )
     elif kind == "emulated":
         with tempfile.TemporaryDirectory(prefix="labkit-uplinks-") as d:
             paths = [str(Path(d) / f"group{i}.link") for i in range(groups)]
             for p in paths:
                 SharedUplink.create(p)
-            yield ({"kind": "emulated", "uplinks": paths, "rate_GBps": rate_GBps},
-                   f"emulated: each group's uplink is a token bucket of {rate_GBps:g} GB/s per direction applied to "
-                   f"the hand-written algorithms' sends between groups (gloo's own all_reduce is not slowed) — {why}")
+            yield (
+                {"kind": "emulated", "uplinks": paths, "rate_GBps": rate_GBps},
+                f"emulated: each group's uplink is a token bucket of {rate_GBps:g} GB/s per direction applied to "
+                f"the hand-written algorithms' sends between groups (gloo's own all_reduce is not slowed) — {why}",
+            )
     else:
         yield {"kind": "none"}, "none: every process on the host's loopback"
 
 
-def compare(world_size: int = 4, group_size: int = 2, sizes: Sequence[int] = COMPARE_SIZES_QUICK, *,
-            slow_link: str = "auto", rate_GBps: float = SLOW_LINK_GBPS, repeats: int = 3,
-            timeout_s: float = 180.0) -> Comparison:
+def compare(
+    world_size: int = 4,
+    group_size: int = 2,
+    sizes: Sequence[int] = COMPARE_SIZES_QUICK,
+    *,
+    slow_link: str = "auto",
+    rate_GBps: float = SLOW_LINK_GBPS,
+    repeats: int = 3,
+    timeout_s: float = 180.0,
+) -> Comparison:
     """Run hierarchical vs flat ring vs gloo all_reduce on `world_size` processes in groups of `group_size`."""
-    return run_live(world_size, group_size, compare_sizes=sizes, slow_link=slow_link, rate_GBps=rate_GBps,
-                    repeats=repeats, ladder_sizes=None, straggler_delay=None, timeout_s=timeout_s).comparison
+    return run_live(
+        world_size,
+        group_size,
+        compare_sizes=sizes,
+        slow_link=slow_link,
+        rate_GBps=rate_GBps,
+        repeats=repeats,
+        ladder_sizes=None,
+        straggler_delay=None,
+        timeout_s=timeout_s,
+    ).comparison
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,10 +174,19 @@ class LiveRuns:
     straggler_delay: tuple | None = None  # (rank, seconds)
 
 
-def run_live(world_size: int = 4, group_size: int = 2, *, compare_sizes: Sequence[int] = COMPARE_SIZES_QUICK,
-             ladder_sizes: Sequence[int] | None = None, straggler_delay: tuple | None = (1, 0.2),
-             slow_link: str = "auto", rate_GBps: float = SLOW_LINK_GBPS, repeats: int = 3,
-             ladder_repeats: int = 5, timeout_s: float = 300.0) -> LiveRuns:
+def run_live(
+    world_size: int = 4,
+    group_size: int = 2,
+    *,
+    compare_sizes: Sequence[int] = COMPARE_SIZES_QUICK,
+    ladder_sizes: Sequence[int] | None = None,
+    straggler_delay: tuple | None = (1, 0.2),
+    slow_link: str = "auto",
+    rate_GBps: float = SLOW_LINK_GBPS,
+    repeats: int = 3,
+    ladder_repeats: int = 5,
+    timeout_s: float = 300.0,
+) -> LiveRuns:
     """All of notebook 6's multi-process experiments in ONE launch (process start-up is the slow part).
 
     In order: the ladder's process level (gloo sendrecv between ranks 0 and 1, on loopback), the
@@ -171,17 +208,26 @@ def run_live(world_size: int = 4, group_size: int = 2, *, compare_sizes: Sequenc
             raise ValueError(f"straggler rank must be in 0..{world_size - 1}, got {r}")
         tasks.append(("straggler", dict(delay_rank=int(r), delay_s=float(d), nbytes=1 * MiB)))
     with _slow_link(kind, why, layout.groups, rate_GBps) as (slow, text):
-        tasks.append(("bench", dict(group_size=group_size, sizes=list(compare_sizes), repeats=repeats,
-                                    timeout_s=timeout_s, slow=slow)))
+        tasks.append(
+            (
+                "bench",
+                dict(group_size=group_size, sizes=list(compare_sizes), repeats=repeats, timeout_s=timeout_s, slow=slow),
+            )
+        )
         results = launch(run_tasks, world_size, "gloo", timeout_s=timeout_s, kwargs=dict(tasks=tasks))
     out = dict(zip([t[0] for t in tasks], zip(*results)))  # task name -> results by rank
     cmp = Comparison(tuple(out["bench"][0]), kind, text, world_size, group_size, rate_GBps)
     proc = None
     if "sendrecv" in out:
         rows = out["sendrecv"][0]
-        proc = ladder.LevelSweep("processes", "measured here: 2 processes, gloo send/recv over loopback",
-                                 tuple(r["nbytes"] for r in rows), tuple(r["busbw_GBps"] for r in rows), "measured",
-                                 ladder.PROCESS_METHOD)
+        proc = ladder.LevelSweep(
+            "processes",
+            "measured here: 2 processes, gloo send/recv over loopback",
+            tuple(r["nbytes"] for r in rows),
+            tuple(r["busbw_GBps"] for r in rows),
+            "measured",
+            ladder.PROCESS_METHOD,
+        )
     strag = pd.DataFrame(list(out["straggler"])) if "straggler" in out else None
     return LiveRuns(cmp, proc, strag, straggler_delay)
 
@@ -190,11 +236,27 @@ def compare_model(cmp: Comparison, intra_GBps: float, intra_latency_s: float = 0
     """model: the same runs predicted by labkit.hierarchy.cluster (one uplink per group: nics_per_node = 1)."""
     import pandas as pd
 
-    links = ClusterLinks(cmp.group_size, intra_GBps, cmp.rate_GBps, 1, intra_latency_s, inter_latency_s,
-                         name="this experiment", source="measured gloo rate inside a group; slow-link rate as set")
+    links = ClusterLinks(
+        cmp.group_size,
+        intra_GBps,
+        cmp.rate_GBps,
+        1,
+        intra_latency_s,
+        inter_latency_s,
+        name="this experiment",
+        source="measured gloo rate inside a group; slow-link rate as set",
+    )
     sizes = sorted({r["nbytes"] for r in cmp.records})
-    return pd.DataFrame([{"nbytes": n, "flat_ring_s": flat_time(n, cmp.groups, links),
-                          "hierarchical_s": hierarchical_time(n, cmp.groups, links)} for n in sizes])
+    return pd.DataFrame(
+        [
+            {
+                "nbytes": n,
+                "flat_ring_s": flat_time(n, cmp.groups, links),
+                "hierarchical_s": hierarchical_time(n, cmp.groups, links),
+            }
+            for n in sizes
+        ]
+    )
 
 
 def plot_compare(cmp: Comparison, model=None):
@@ -208,33 +270,57 @@ def plot_compare(cmp: Comparison, model=None):
     w = 0.25
     for j, impl in enumerate(impls):
         t = [float(df[(df["nbytes"] == n) & (df["impl"] == impl)]["seconds"].iloc[0]) * 1e3 for n in sizes]
-        name = {"library": "gloo dist.all_reduce", "flat_ring": "flat ring (hand-written)",
-                "hierarchical": "hierarchical (hand-written)"}[impl]
+        name = {
+            "library": "gloo dist.all_reduce",
+            "flat_ring": "flat ring (hand-written)",
+            "hierarchical": "hierarchical (hand-written)",
+        }[impl]
         if impl == "library" and cmp.slow_link == "emulated":
             name += " — not slowed by the emulated link"
         ax.bar(np.arange(len(sizes)) + (j - 1) * w, t, w, label=f"measured here: {name}", color=f"C{j}")
     if model is not None:
         for j, col in ((1, "flat_ring_s"), (2, "hierarchical_s")):
-            ax.plot(np.arange(len(sizes)) + (j - 1) * w, model[col] * 1e3, "k_", ms=18, mew=2,
-                    label="model: labkit.hierarchy.cluster" if j == 1 else None)
+            ax.plot(
+                np.arange(len(sizes)) + (j - 1) * w,
+                model[col] * 1e3,
+                "k_",
+                ms=18,
+                mew=2,
+                label="model: labkit.hierarchy.cluster" if j == 1 else None,
+            )
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([format_bytes(n) for n in sizes])
-    plots.finish(ax, f"All-reduce over {cmp.world_size} processes in {cmp.groups} groups of {cmp.group_size}",
-                 "message size (bytes)", "time per all-reduce (ms)",
-                 source=f"measured here; slow link between groups: {cmp.short_link_text}")
+    plots.finish(
+        ax,
+        f"All-reduce over {cmp.world_size} processes in {cmp.groups} groups of {cmp.group_size}",
+        "message size (bytes)",
+        "time per all-reduce (ms)",
+        source=f"measured here; slow link between groups: {cmp.short_link_text}",
+    )
     return fig
 
 
 # --------------------------------------------------------------------------- the straggler
-def straggler(world_size: int = 4, delay_rank: int = 1, delay_s: float = 0.2, nbytes: int = 1 * MiB,
-              repeats: int = 3, timeout_s: float = 120.0):
+def straggler(
+    world_size: int = 4,
+    delay_rank: int = 1,
+    delay_s: float = 0.2,
+    nbytes: int = 1 * MiB,
+    repeats: int = 3,
+    timeout_s: float = 120.0,
+):
     """Every rank's time from a common barrier to the end of one all_reduce, while one rank sleeps first."""
     import pandas as pd
 
     if not 0 <= delay_rank < world_size:
         raise ValueError(f"delay_rank must be in 0..{world_size - 1}, got {delay_rank}")
-    rows = launch(straggler_rank, world_size, "gloo", timeout_s=timeout_s,
-                  kwargs=dict(delay_rank=delay_rank, delay_s=delay_s, nbytes=nbytes, repeats=repeats))
+    rows = launch(
+        straggler_rank,
+        world_size,
+        "gloo",
+        timeout_s=timeout_s,
+        kwargs=dict(delay_rank=delay_rank, delay_s=delay_s, nbytes=nbytes, repeats=repeats),
+    )
     return pd.DataFrame(rows)
 
 
@@ -242,15 +328,24 @@ def plot_straggler(df, delay_s: float):
     fig, ax = plots.figure(width=7, height=3.8)
     colors = ["C3" if d else "C0" for d in df["delayed"]]
     ax.bar(df["rank"] - 0.2, df["total_s"] * 1e3, 0.4, color=colors, label="measured here: barrier → end of all_reduce")
-    ax.bar(df["rank"] + 0.2, df["in_collective_s"] * 1e3, 0.4, color=colors, alpha=0.45,
-           label="measured here: time inside the all_reduce call")
+    ax.bar(
+        df["rank"] + 0.2,
+        df["in_collective_s"] * 1e3,
+        0.4,
+        color=colors,
+        alpha=0.45,
+        label="measured here: time inside the all_reduce call",
+    )
     ax.axhline(delay_s * 1e3, ls=":", color="0.3", label=f"the straggler's delay ({delay_s * 1e3:g} ms)")
     ax.set_xticks(list(df["rank"]))
-    plots.finish(ax, "One late rank: everybody waits inside the collective", "rank (index)", "time (ms)",
-                 source="measured here: gloo all_reduce, red = the delayed rank")
+    plots.finish(
+        ax,
+        "One late rank: everybody waits inside the collective",
+        "rank (index)",
+        "time (ms)",
+        source="measured here: gloo all_reduce, red = the delayed rank",
+    )
     return fig
 
 
 # --------------------------------------------------------------------------- across machines: torchrun
-
-

@@ -26,15 +26,23 @@ from ..units import PINNED_CAP_BYTES, MiB, pow2_sizes
 from .worker import sendrecv_rank
 
 LEVELS = ("gpu_memory", "gpu_gpu", "host_gpu", "host_cache", "host_memory", "processes", "network")
-LEVEL_NAMES = {"gpu_memory": "GPU memory (HBM copy)", "gpu_gpu": "GPU↔GPU", "host_gpu": "host↔GPU (PCIe)",
-               "host_cache": "host memory: caches", "host_memory": "host memory: DRAM",
-               "processes": "between processes (this host)", "network": "between machines (network)"}
+LEVEL_NAMES = {
+    "gpu_memory": "GPU memory (HBM copy)",
+    "gpu_gpu": "GPU↔GPU",
+    "host_gpu": "host↔GPU (PCIe)",
+    "host_cache": "host memory: caches",
+    "host_memory": "host memory: DRAM",
+    "processes": "between processes (this host)",
+    "network": "between machines (network)",
+}
 #: Ladder sizes: powers of four, 256 B .. 64 MiB in quick mode (64 MiB copies already spill a
 #: 32 MiB last-level cache), 64 B .. 256 MiB otherwise. The same list for every level.
 QUICK_SIZES = pow2_sizes(256, 64 * MiB, step=2)
 FULL_SIZES = pow2_sizes(64, 256 * MiB, step=2)
-PROCESS_METHOD = ("labkit.launch + torch.distributed gloo: each rank sends S to the other while receiving S "
-                  "(nccl-tests sendrecv), busbw = S / t, slowest rank per sample, median")
+PROCESS_METHOD = (
+    "labkit.launch + torch.distributed gloo: each rank sends S to the other while receiving S "
+    "(nccl-tests sendrecv), busbw = S / t, slowest rank per sample, median"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +70,15 @@ class LevelSweep:
     def to_frame(self):
         import pandas as pd
 
-        return pd.DataFrame({"level": self.level, "nbytes": list(self.nbytes), "bandwidth_GBps": list(self.bandwidth_GBps),
-                             "how": self.how, "label": self.label})
+        return pd.DataFrame(
+            {
+                "level": self.level,
+                "nbytes": list(self.nbytes),
+                "bandwidth_GBps": list(self.bandwidth_GBps),
+                "how": self.how,
+                "label": self.label,
+            }
+        )
 
 
 def _from_transfer(sweep, level: str, label: str, method: str) -> LevelSweep:
@@ -88,38 +103,59 @@ def last_level_cache_bytes() -> int | None:
 def measure_host(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> LevelSweep:
     """Host memory: numpy copies between two buffers of each size (labkit.copies.sweeps.host_copy_sweep)."""
     s = host_copy_sweep(sizes, repeats=repeats)
-    return _from_transfer(s, "host_memory", f"measured here: host memory copy ({cpu_model()})",
-                          "labkit.copies.sweeps.host_copy_sweep (numpy.copyto, host timer, median)")
+    return _from_transfer(
+        s,
+        "host_memory",
+        f"measured here: host memory copy ({cpu_model()})",
+        "labkit.copies.sweeps.host_copy_sweep (numpy.copyto, host timer, median)",
+    )
 
 
-def measure_processes(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS, timeout_s: float = 120.0) -> LevelSweep:
+def measure_processes(
+    sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS, timeout_s: float = 120.0
+) -> LevelSweep:
     """Between processes: gloo sendrecv between 2 ranks over loopback, through labkit.launch."""
     rows = launch(sendrecv_rank, 2, "gloo", timeout_s=timeout_s, kwargs=dict(sizes=list(sizes), repeats=repeats))[0]
-    return LevelSweep("processes", "measured here: 2 processes, gloo send/recv over loopback",
-                      tuple(r["nbytes"] for r in rows), tuple(r["busbw_GBps"] for r in rows), "measured", PROCESS_METHOD)
+    return LevelSweep(
+        "processes",
+        "measured here: 2 processes, gloo send/recv over loopback",
+        tuple(r["nbytes"] for r in rows),
+        tuple(r["busbw_GBps"] for r in rows),
+        "measured",
+        PROCESS_METHOD,
+    )
 
 
 def measure_gpu(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> list[LevelSweep]:
     """GPU memory (D2D copy), host↔GPU (pinned H2D) and, with two GPUs, GPU0→GPU1 — only where CUDA exists."""
     import torch
 
-
     if not torch.cuda.is_available():
         return []
     name = torch.cuda.get_device_name(0)
     top = [n for n in sizes if n <= PINNED_CAP_BYTES]
     out = [
-        _from_transfer(gpu_copy_sweep(top, "d2d", "pinned", repeats=repeats), "gpu_memory",
-                       f"measured here: {name} D2D copy (bytes counted once)", "labkit.copies.sweeps.gpu_copy_sweep d2d"),
-        _from_transfer(gpu_copy_sweep(top, "h2d", "pinned", repeats=repeats), "host_gpu",
-                       f"measured here: {name} H2D pinned", "labkit.copies.sweeps.gpu_copy_sweep h2d pinned"),
+        _from_transfer(
+            gpu_copy_sweep(top, "d2d", "pinned", repeats=repeats),
+            "gpu_memory",
+            f"measured here: {name} D2D copy (bytes counted once)",
+            "labkit.copies.sweeps.gpu_copy_sweep d2d",
+        ),
+        _from_transfer(
+            gpu_copy_sweep(top, "h2d", "pinned", repeats=repeats),
+            "host_gpu",
+            f"measured here: {name} H2D pinned",
+            "labkit.copies.sweeps.gpu_copy_sweep h2d pinned",
+        ),
     ]
     if torch.cuda.device_count() >= 2:
         out.append(peer_copy_sweep(top, repeats=repeats))
     return out
 
 
-def peer_copy_sweep(sizes: Sequence[int], src: int = 0, dst: int = 1, repeats: int = timing.DEFAULT_REPEATS) -> LevelSweep:
+def peer_copy_sweep(
+    sizes: Sequence[int], src: int = 0, dst: int = 1, repeats: int = timing.DEFAULT_REPEATS
+) -> LevelSweep:
     """GPU src → GPU dst copies timed with CUDA events (P2P where the driver allows it, else staged)."""
     import torch
 
@@ -128,16 +164,26 @@ def peer_copy_sweep(sizes: Sequence[int], src: int = 0, dst: int = 1, repeats: i
         a = torch.empty(n, dtype=torch.uint8, device=f"cuda:{src}").fill_(1)
         b = torch.empty(n, dtype=torch.uint8, device=f"cuda:{dst}")
         with torch.cuda.device(src):
-            m = timing.time_cuda(lambda: b.copy_(a, non_blocking=True), repeats=repeats, nbytes=n)
+            m = timing.time_cuda(lambda a=a, b=b: b.copy_(a, non_blocking=True), repeats=repeats, nbytes=n)
         bws.append(m.bandwidth_GBps)
         del a, b
     peer = torch.cuda.can_device_access_peer(src, dst)
-    return LevelSweep("gpu_gpu", f"measured here: GPU{src}→GPU{dst} copy (P2P {'on' if peer else 'off'})",
-                      tuple(sizes), tuple(bws), "measured", "copy_ (non_blocking) between CUDA events on the source's stream")
+    return LevelSweep(
+        "gpu_gpu",
+        f"measured here: GPU{src}→GPU{dst} copy (P2P {'on' if peer else 'off'})",
+        tuple(sizes),
+        tuple(bws),
+        "measured",
+        "copy_ (non_blocking) between CUDA events on the source's stream",
+    )
 
 
-def measure(sizes: Sequence[int], levels: Sequence[str] = ("gpu", "host", "processes"), repeats: int = 10,
-            timeout_s: float = 120.0) -> list[LevelSweep]:
+def measure(
+    sizes: Sequence[int],
+    levels: Sequence[str] = ("gpu", "host", "processes"),
+    repeats: int = 10,
+    timeout_s: float = 120.0,
+) -> list[LevelSweep]:
     """Measure the requested levels on this machine (GPU levels only where CUDA exists)."""
     unknown = set(levels) - {"gpu", "host", "processes"}
     if unknown:
@@ -164,12 +210,20 @@ def profile_curves(reference) -> list[LevelSweep]:
         ds = load(name, reference)
         f = ds.frame
         col = "bandwidth_GBps" if "bandwidth_GBps" in f else "value"
-        level = name[len("ladder_"):]
+        level = name[len("ladder_") :]
         if level not in LEVELS:
             continue
-        out.append(LevelSweep(level, f"recorded: {ds.meta['title']} — {ds.meta['source']}",
-                                     tuple(int(x) for x in f["nbytes"]), tuple(float(x) for x in f[col]),
-                                     "recorded", ds.meta["method"], name))
+        out.append(
+            LevelSweep(
+                level,
+                f"recorded: {ds.meta['title']} — {ds.meta['source']}",
+                tuple(int(x) for x in f["nbytes"]),
+                tuple(float(x) for x in f[col]),
+                "recorded",
+                ds.meta["method"],
+                name,
+            )
+        )
     return out
 
 
@@ -182,9 +236,13 @@ def gpu_levels_here(sizes: Sequence[int], repeats: int) -> Found:
 def profile_levels(reference) -> Found:
     """The GPU levels a `labkit record` profile given as `reference=` holds ([] for none), replayed, with a note."""
     curves = profile_curves(reference)
-    return Found(curves, curves[0].label if curves else "recorded", tuple(c.dataset for c in curves if c.dataset),
-                 note="no CUDA device here: GPU levels come from recorded systems"
-                      + (f" and the profile {reference}" if curves else ""))
+    return Found(
+        curves,
+        curves[0].label if curves else "recorded",
+        tuple(c.dataset for c in curves if c.dataset),
+        note="no CUDA device here: GPU levels come from recorded systems"
+        + (f" and the profile {reference}" if curves else ""),
+    )
 
 
 # --------------------------------------------------------------------------- recorded elsewhere
@@ -202,15 +260,39 @@ class RecordedCurve:
 
 #: Curves of recorded systems shown beside this machine's (names in data/; see `labkit ref show`).
 RECORDED_CURVES = (
-    RecordedCurve("gpu_memory", "bandwidthtest_shmoo_v100_pcie_32gb_superbench", {"direction": "d2d"}, "bandwidth_GBps",
-                  0.5, "D2D ÷2: bandwidthTest counts a copy's read and write"),
+    RecordedCurve(
+        "gpu_memory",
+        "bandwidthtest_shmoo_v100_pcie_32gb_superbench",
+        {"direction": "d2d"},
+        "bandwidth_GBps",
+        0.5,
+        "D2D ÷2: bandwidthTest counts a copy's read and write",
+    ),
     RecordedCurve("host_gpu", "bandwidthtest_shmoo_v100_pcie_32gb_superbench", {"direction": "h2d"}, "bandwidth_GBps"),
-    RecordedCurve("gpu_gpu", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", {"nodes": 1, "placement": "out-of-place"},
-                  "busbw_GBps", 1.0, "all_reduce busbw, 4 GPUs over NVLink"),
-    RecordedCurve("network", "nccl_allreduce_gh200_alps_1to16nodes_slingshot11", {"nodes": 2, "placement": "out-of-place"},
-                  "busbw_GBps", 1.0, "all_reduce busbw, 2 nodes"),
-    RecordedCurve("network", "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks", {"placement": "out-of-place"},
-                  "busbw_GBps", 1.0, "all_reduce busbw, 2 nodes"),
+    RecordedCurve(
+        "gpu_gpu",
+        "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",
+        {"nodes": 1, "placement": "out-of-place"},
+        "busbw_GBps",
+        1.0,
+        "all_reduce busbw, 4 GPUs over NVLink",
+    ),
+    RecordedCurve(
+        "network",
+        "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",
+        {"nodes": 2, "placement": "out-of-place"},
+        "busbw_GBps",
+        1.0,
+        "all_reduce busbw, 2 nodes",
+    ),
+    RecordedCurve(
+        "network",
+        "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks",
+        {"placement": "out-of-place"},
+        "busbw_GBps",
+        1.0,
+        "all_reduce busbw, 2 nodes",
+    ),
 )
 
 
@@ -232,8 +314,17 @@ def recorded_curves(curves=RECORDED_CURVES) -> tuple[list[LevelSweep], list[str]
             continue
         note = f" ({c.note})" if c.note else ""
         label = f"recorded: {ds.meta['title'].split(',')[0]}{note} — {short_source(ds.meta['source'])}"
-        out.append(LevelSweep(c.level, label, tuple(int(x) for x in f["nbytes"]),
-                              tuple(float(x) * c.factor for x in f[c.column]), "recorded", ds.meta["method"], ds.name))
+        out.append(
+            LevelSweep(
+                c.level,
+                label,
+                tuple(int(x) for x in f["nbytes"]),
+                tuple(float(x) * c.factor for x in f[c.column]),
+                "recorded",
+                ds.meta["method"],
+                ds.name,
+            )
+        )
     return out, missing
 
 
@@ -246,14 +337,23 @@ def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth lad
     fig, ax = plots.figure(width=9.5, height=5.5)
     colours = {lv: f"C{i}" for i, lv in enumerate(LEVELS)}
     for s in sweeps:
-        plots.line(ax, s.nbytes, s.bandwidth_GBps, f"{s.label}", how=plots.MEASURED if s.how == "measured" else plots.RECORDED,
-                   color=colours[s.level])
+        plots.line(
+            ax,
+            s.nbytes,
+            s.bandwidth_GBps,
+            f"{s.label}",
+            how=plots.MEASURED if s.how == "measured" else plots.RECORDED,
+            color=colours[s.level],
+        )
     ax.set_yscale("log")
     plots.size_axis(ax)
-    plots.finish(ax, title, "message size (bytes)", "bandwidth, one way (GB/s)",
-                 source="colour = level; solid = measured here, thin = recorded; GB/s = 1e9 B/s")
+    plots.finish(
+        ax,
+        title,
+        "message size (bytes)",
+        "bandwidth, one way (GB/s)",
+        source="colour = level; solid = measured here, thin = recorded; GB/s = 1e9 B/s",
+    )
     # many long source labels: below the axes, not over the data (notebooks save figures with a tight box)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
     return fig
-
-

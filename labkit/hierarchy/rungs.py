@@ -12,6 +12,7 @@ from ..reference import DatasetError, load, short_source
 from ..units import format_bytes
 from .ladder import LEVEL_NAMES, LEVELS, LevelSweep
 
+
 @dataclasses.dataclass(frozen=True)
 class Rung:
     """One level of one ladder: a one-way data rate and its origin."""
@@ -26,12 +27,33 @@ class Rung:
 
 #: A recorded H100/H200-class ladder: (level, dataset, filters, column, factor, reducer, note).
 RECORDED_RUNGS = (
-    ("gpu_gpu", "p2p_uni_writes_8xh100_nvswitch_mlengineering", {"matrix": "bandwidth_uni", "p2p": "enabled"},
-     "bandwidth_GBps", 1.0, "offdiag_median", "8×H100 p2pBandwidthLatencyTest, unidirectional, median pair"),
-    ("host_gpu", "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points", {"quantity": "nvbandwidth host-to-device, per GPU (each H200 on its own PCIe 5 x16 link)"},
-     "value", 1.0, "first", "H200 nvbandwidth H2D, PCIe Gen5 x16"),
-    ("network", "nccl_expected_ndr_nic_and_h100_node_issue290_points", {"unit": "GB/s"}, "value", 1.0, "ndr_low_high",
-     "NCCL per InfiniBand NDR NIC (maintainer's expected 46-48, midpoint)"),
+    (
+        "gpu_gpu",
+        "p2p_uni_writes_8xh100_nvswitch_mlengineering",
+        {"matrix": "bandwidth_uni", "p2p": "enabled"},
+        "bandwidth_GBps",
+        1.0,
+        "offdiag_median",
+        "8×H100 p2pBandwidthLatencyTest, unidirectional, median pair",
+    ),
+    (
+        "host_gpu",
+        "nvbandwidth_8xh200_pcie5_nvlink_mlengineering_points",
+        {"quantity": "nvbandwidth host-to-device, per GPU (each H200 on its own PCIe 5 x16 link)"},
+        "value",
+        1.0,
+        "first",
+        "H200 nvbandwidth H2D, PCIe Gen5 x16",
+    ),
+    (
+        "network",
+        "nccl_expected_ndr_nic_and_h100_node_issue290_points",
+        {"unit": "GB/s"},
+        "value",
+        1.0,
+        "ndr_low_high",
+        "NCCL per InfiniBand NDR NIC (maintainer's expected 46-48, midpoint)",
+    ),
 )
 
 
@@ -58,8 +80,16 @@ def recorded_rungs() -> tuple[list[Rung], list[str]]:
         if v is None:
             missing.append(f"{name}: no rows match {where}")
             continue
-        out.append(Rung("recorded (H100/H200 class)", level, float(v) * factor, "recorded",
-                        f"{note} — {short_source(ds.meta['source'])}", ds.name))
+        out.append(
+            Rung(
+                "recorded (H100/H200 class)",
+                level,
+                float(v) * factor,
+                "recorded",
+                f"{note} — {short_source(ds.meta['source'])}",
+                ds.name,
+            )
+        )
     return out, missing
 
 
@@ -67,10 +97,20 @@ def spec_rungs() -> list[Rung]:
     """An H100 SXM node from labkit.models.SPECS, every figure as a one-way rate."""
     hbm, nvl, pcie, ndr = spec("HBM3 (H100"), spec("NVLink 4"), spec("PCIe Gen5 x16"), spec("NDR")
     return [
-        Rung("spec (H100 SXM node)", "gpu_memory", hbm.bandwidth_GBps / 2, "spec",
-             f"{hbm.name} {hbm.bandwidth_GBps:g} GB/s reads+writes ÷2 = copy rate"),
-        Rung("spec (H100 SXM node)", "gpu_gpu", nvl.per_direction_GBps(), "spec",
-             f"{nvl.name} {nvl.bandwidth_GBps:g} GB/s bidirectional ÷2 = per direction"),
+        Rung(
+            "spec (H100 SXM node)",
+            "gpu_memory",
+            hbm.bandwidth_GBps / 2,
+            "spec",
+            f"{hbm.name} {hbm.bandwidth_GBps:g} GB/s reads+writes ÷2 = copy rate",
+        ),
+        Rung(
+            "spec (H100 SXM node)",
+            "gpu_gpu",
+            nvl.per_direction_GBps(),
+            "spec",
+            f"{nvl.name} {nvl.bandwidth_GBps:g} GB/s bidirectional ÷2 = per direction",
+        ),
         Rung("spec (H100 SXM node)", "host_gpu", pcie.per_direction_GBps(), "spec", f"{pcie.name} per direction"),
         Rung("spec (H100 SXM node)", "network", ndr.per_direction_GBps(), "spec", f"{ndr.name} per direction, per NIC"),
     ]
@@ -84,12 +124,26 @@ def measured_rungs(sweeps: Sequence[LevelSweep], llc_bytes: int | None = None) -
             continue
         if s.level == "host_memory":
             fits = [bw for n, bw in zip(s.nbytes, s.bandwidth_GBps) if llc_bytes is None or 2 * n <= llc_bytes]
-            out.append(Rung("measured here", "host_cache", max(fits or s.bandwidth_GBps), "measured",
-                            f"{s.label} — best rate, buffers in cache"))
+            out.append(
+                Rung(
+                    "measured here",
+                    "host_cache",
+                    max(fits or s.bandwidth_GBps),
+                    "measured",
+                    f"{s.label} — best rate, buffers in cache",
+                )
+            )
             big = [bw for n, bw in zip(s.nbytes, s.bandwidth_GBps) if llc_bytes is not None and 2 * n > llc_bytes]
             if big:
-                out.append(Rung("measured here", "host_memory", statistics.median(big), "measured",
-                                f"{s.label} — buffers beyond the {format_bytes(llc_bytes)} last-level cache"))
+                out.append(
+                    Rung(
+                        "measured here",
+                        "host_memory",
+                        statistics.median(big),
+                        "measured",
+                        f"{s.label} — buffers beyond the {format_bytes(llc_bytes)} last-level cache",
+                    )
+                )
         else:
             out.append(Rung("measured here", s.level, s.plateau_GBps, "measured", f"{s.label} — plateau"))
     return out
@@ -104,9 +158,18 @@ def ladder_table(rungs: Sequence[Rung]):
         mine = sorted((r for r in rungs if r.ladder == name), key=lambda r: LEVELS.index(r.level))
         for i, r in enumerate(mine):
             nxt = mine[i + 1] if i + 1 < len(mine) else None
-            rows.append({"ladder": name, "level": r.level, "level_name": LEVEL_NAMES[r.level], "GBps": r.GBps,
-                         "how": r.how, "next_level": nxt.level if nxt else None,
-                         "ratio_to_next": r.GBps / nxt.GBps if nxt else None, "source": r.source})
+            rows.append(
+                {
+                    "ladder": name,
+                    "level": r.level,
+                    "level_name": LEVEL_NAMES[r.level],
+                    "GBps": r.GBps,
+                    "how": r.how,
+                    "next_level": nxt.level if nxt else None,
+                    "ratio_to_next": r.GBps / nxt.GBps if nxt else None,
+                    "source": r.source,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -119,17 +182,37 @@ def plot_rungs(table, *, title: str = "The ladder, one number per level, and the
         x = [LEVELS.index(lv) for lv in t["level"]]
         how = t["how"].iloc[0]
         label = name if name.startswith(("measured", "recorded", "spec")) else f"{how}: {name}"
-        ax.plot(x, t["GBps"], marker=markers.get(how, "o"), ls=":" if how == "spec" else "-", lw=1.5,
-                color=f"C{i}", label=label)
+        ax.plot(
+            x,
+            t["GBps"],
+            marker=markers.get(how, "o"),
+            ls=":" if how == "spec" else "-",
+            lw=1.5,
+            color=f"C{i}",
+            label=label,
+        )
         for xi, (_, row) in zip(x, t.iterrows()):
             if row["ratio_to_next"] is not None and row["ratio_to_next"] == row["ratio_to_next"]:
                 xn = LEVELS.index(row["next_level"])
                 ym = (row["GBps"] * row["GBps"] / row["ratio_to_next"]) ** 0.5
-                ax.annotate(f"×{row['ratio_to_next']:.3g}", ((xi + xn) / 2, ym), xytext=(4, 10 * i - 10),
-                            textcoords="offset points", fontsize=7, color=f"C{i}", ha="left", va="center")
+                ax.annotate(
+                    f"×{row['ratio_to_next']:.3g}",
+                    ((xi + xn) / 2, ym),
+                    xytext=(4, 10 * i - 10),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=f"C{i}",
+                    ha="left",
+                    va="center",
+                )
     ax.set_yscale("log")
     ax.set_xticks(range(len(LEVELS)))
     ax.set_xticklabels([LEVEL_NAMES[lv].replace(" (", "\n(").replace(": ", ":\n") for lv in LEVELS], fontsize=7)
-    plots.finish(ax, title, "level, fastest to slowest (ordered categories)", "one-way data rate (GB/s)",
-                 source="ratio = this level ÷ the next one down its own ladder; spec figures converted to one direction")
+    plots.finish(
+        ax,
+        title,
+        "level, fastest to slowest (ordered categories)",
+        "one-way data rate (GB/s)",
+        source="ratio = this level ÷ the next one down its own ladder; spec figures converted to one direction",
+    )
     return fig

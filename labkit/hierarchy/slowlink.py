@@ -130,8 +130,23 @@ class NetnsCluster:
         rate_Bps = self.rate_GBps * 1e9
         burst = int(max(MIN_BURST_BYTES, rate_Bps * BURST_S))
         limit = int(max(MIN_QUEUE_BYTES, rate_Bps * QUEUE_S))
-        _sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{int(rate_Bps * 8)}bit",
-            "burst", str(burst), "limit", str(limit))
+        _sh(
+            "tc",
+            "-n",
+            ns,
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            f"{int(rate_Bps * 8)}bit",
+            "burst",
+            str(burst),
+            "limit",
+            str(limit),
+        )
 
     def __enter__(self) -> "NetnsCluster":
         ok, why = available()
@@ -173,5 +188,7 @@ class NetnsCluster:
         self.close()
 
     def describe(self) -> str:
-        return (f"{self.groups} network namespaces joined through a bridge; each uplink shaped by tc tbf to "
-                f"{self.rate_GBps:g} GB/s per direction ({self.rate_GBps * 8:g} Gb/s)")
+        return (
+            f"{self.groups} network namespaces joined through a bridge; each uplink shaped by tc tbf to "
+            f"{self.rate_GBps:g} GB/s per direction ({self.rate_GBps * 8:g} Gb/s)"
+        )

@@ -18,13 +18,43 @@ from ..launch import descendants
 TORCHRUN_GRACE_S = 5.0
 
 
-def torchrun_command(node_rank: int, *, nnodes: int = 2, nproc_per_node: int = 2, endpoint: str = "HOST:29500",
-                     rdzv_id: str = "labkit-hierarchy", sizes: str = "1MiB", repeats: int = 3,
-                     out: str | None = None, python: str = "python") -> list[str]:
+def torchrun_command(
+    node_rank: int,
+    *,
+    nnodes: int = 2,
+    nproc_per_node: int = 2,
+    endpoint: str = "HOST:29500",
+    rdzv_id: str = "labkit-hierarchy",
+    sizes: str = "1MiB",
+    repeats: int = 3,
+    out: str | None = None,
+    python: str = "python",
+) -> list[str]:
     """The command one node runs: a torchrun agent (c10d rendezvous) starting the hierarchy worker."""
-    cmd = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node),
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id, "--node-rank", str(node_rank),
-           "-m", "labkit.hierarchy.worker", "--sizes", sizes, "--repeats", str(repeats), "--json"]
+    cmd = [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        rdzv_id,
+        "--node-rank",
+        str(node_rank),
+        "-m",
+        "labkit.hierarchy.worker",
+        "--sizes",
+        sizes,
+        "--repeats",
+        str(repeats),
+        "--json",
+    ]
     return cmd + (["--out", out] if out else [])
 
 
@@ -57,8 +87,9 @@ def _stop(procs) -> None:
         p.wait()
 
 
-def torchrun_local(nnodes: int = 2, nproc_per_node: int = 2, sizes: str = "1MiB", repeats: int = 3,
-                   timeout_s: float = 180.0) -> dict:
+def torchrun_local(
+    nnodes: int = 2, nproc_per_node: int = 2, sizes: str = "1MiB", repeats: int = 3, timeout_s: float = 180.0
+) -> dict:
     """Start `nnodes` torchrun agents on 127.0.0.1, each standing for one machine; return rank 0's records.
 
     Exactly what runs on a real cluster, except that every "node" is this host: one agent per
@@ -74,9 +105,17 @@ def torchrun_local(nnodes: int = 2, nproc_per_node: int = 2, sizes: str = "1MiB"
             for node in range(nnodes):
                 log = open(Path(d) / f"agent{node}.log", "w+")
                 logs.append(log)
-                cmd = torchrun_command(node, nnodes=nnodes, nproc_per_node=nproc_per_node, endpoint=endpoint,
-                                       rdzv_id=f"labkit-{Path(d).name}", sizes=sizes, repeats=repeats,
-                                       out=out if node == 0 else None, python=sys.executable)
+                cmd = torchrun_command(
+                    node,
+                    nnodes=nnodes,
+                    nproc_per_node=nproc_per_node,
+                    endpoint=endpoint,
+                    rdzv_id=f"labkit-{Path(d).name}",
+                    sizes=sizes,
+                    repeats=repeats,
+                    out=out if node == 0 else None,
+                    python=sys.executable,
+                )
                 procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
             deadline = time.monotonic() + timeout_s
             while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
@@ -96,6 +135,14 @@ def torchrun_local(nnodes: int = 2, nproc_per_node: int = 2, sizes: str = "1MiB"
             raise RuntimeError(f"torchrun agents exited with {codes}\n" + "\n".join(tails))
         with open(out) as f:
             records = json.load(f)
-    return {"endpoint": endpoint, "nnodes": nnodes, "nproc_per_node": nproc_per_node, "records": records,
-            "command_node0": " ".join(torchrun_command(0, nnodes=nnodes, nproc_per_node=nproc_per_node,
-                                                        endpoint=endpoint, sizes=sizes, repeats=repeats))}
+    return {
+        "endpoint": endpoint,
+        "nnodes": nnodes,
+        "nproc_per_node": nproc_per_node,
+        "records": records,
+        "command_node0": " ".join(
+            torchrun_command(
+                0, nnodes=nnodes, nproc_per_node=nproc_per_node, endpoint=endpoint, sizes=sizes, repeats=repeats
+            )
+        ),
+    }

@@ -50,7 +50,9 @@ def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> Non
     import torch.distributed as dist
 
     timeout = _dt.timedelta(seconds=timeout_s)
-    store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timeout, wait_for_workers=False) if rank == 0 else None
+    store = (
+        dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timeout, wait_for_workers=False) if rank == 0 else None
+    )
     port = [store.port if store else None]
     dist.broadcast_object_list(port, src=0)
     if rank != 0:
@@ -59,8 +61,9 @@ def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> Non
     dist.destroy_process_group()
     slowlink.enter(slow["namespaces"][rank // slow["group_size"]])
     os.environ["GLOO_SOCKET_IFNAME"] = slow["iface"]
-    dist.init_process_group("gloo", store=dist.PrefixStore("labkit-netns", store), rank=rank,
-                            world_size=world_size, timeout=timeout)
+    dist.init_process_group(
+        "gloo", store=dist.PrefixStore("labkit-netns", store), rank=rank, world_size=world_size, timeout=timeout
+    )
     _join_netns.store = store  # keep the client (and rank 0's server) alive while the group lives
 
 
@@ -71,8 +74,17 @@ def _wire_bytes(slow: dict, rank: int) -> int | None:
     return iface_counters(slow["iface"])["tx_bytes"]
 
 
-def bench_rank(rank: int, world_size: int, *, group_size: int, sizes, repeats: int = 5, slow: dict | None = None,
-               timeout_s: float = 120.0, device: str = "cpu") -> list[dict] | None:
+def bench_rank(
+    rank: int,
+    world_size: int,
+    *,
+    group_size: int,
+    sizes,
+    repeats: int = 5,
+    slow: dict | None = None,
+    timeout_s: float = 120.0,
+    device: str = "cpu",
+) -> list[dict] | None:
     """Check and time library / flat ring / hierarchical all-reduce on this rank; rank 0 returns the records."""
     import torch
     import torch.distributed as dist
@@ -88,9 +100,11 @@ def bench_rank(rank: int, world_size: int, *, group_size: int, sizes, repeats: i
         uplink = H.SharedUplink(slow["uplinks"][layout.group_of(rank)], slow["rate_GBps"] * 1e9)
     link = H.Link(layout, rank, uplink)
     dev = torch.device(device)
-    ops = {"library": lambda t: dist.all_reduce(t),
-           "flat_ring": lambda t: H.flat_all_reduce(t, groups, link),
-           "hierarchical": lambda t: H.hierarchical_all_reduce(t, groups, link)}
+    ops = {
+        "library": lambda t: dist.all_reduce(t),
+        "flat_ring": lambda t: H.flat_all_reduce(t, groups, link),
+        "hierarchical": lambda t: H.hierarchical_all_reduce(t, groups, link),
+    }
     records = []
     for nbytes in sizes:
         numel = max(1, int(nbytes) // 4)  # float32
@@ -116,31 +130,52 @@ def bench_rank(rank: int, world_size: int, *, group_size: int, sizes, repeats: i
             w1 = _wire_bytes(slow, rank)
             # time: nccl-tests' loop (labkit.collectives.time_collectives); a sample is the slowest rank's
             buf = torch.zeros(numel, device=dev)
-            times = time_collectives({algo: lambda op=ops[algo]: op(buf)}, repeats=repeats, warmup=WARMUP,
-                                     barrier=dist.barrier, sync=lambda: _sync(dev))[algo]
+            times = time_collectives(
+                {algo: lambda op=ops[algo]: op(buf)},
+                repeats=repeats,
+                warmup=WARMUP,
+                barrier=dist.barrier,
+                sync=lambda: _sync(dev),
+            )[algo]
             per_rank = [None] * world_size
-            dist.all_gather_object(per_rank, {"samples": times, "sent": sent, "ok": ok,
-                                              "wire": None if w0 is None else w1 - w0})
+            dist.all_gather_object(
+                per_rank, {"samples": times, "sent": sent, "ok": ok, "wire": None if w0 is None else w1 - w0}
+            )
             if rank == 0:
                 samples = slowest_rank([r["samples"] for r in per_rank])
                 seconds = statistics.median(samples)
                 wire = [r["wire"] for r in per_rank if r["wire"] is not None]
-                records.append({
-                    "impl": algo, "backend": dist.get_backend(), "world_size": world_size, "group_size": group_size,
-                    "groups": layout.groups, "nbytes": numel * 4, "seconds": seconds,
-                    "algbw_GBps": algbw(numel * 4, seconds), "busbw_GBps": busbw("all_reduce", numel * 4, seconds, world_size),
-                    "samples_s": samples, "correct": all(r["ok"] for r in per_rank),
-                    "slow_link": slow["kind"], "rate_GBps": slow.get("rate_GBps"),
-                    "counted_inter_bytes_per_rank": [r["sent"]["inter"] for r in per_rank] if algo != "library" else None,
-                    "counted_intra_bytes_per_rank": [r["sent"]["intra"] for r in per_rank] if algo != "library" else None,
-                    "wire_tx_bytes_per_group": wire or None,
-                })
+                records.append(
+                    {
+                        "impl": algo,
+                        "backend": dist.get_backend(),
+                        "world_size": world_size,
+                        "group_size": group_size,
+                        "groups": layout.groups,
+                        "nbytes": numel * 4,
+                        "seconds": seconds,
+                        "algbw_GBps": algbw(numel * 4, seconds),
+                        "busbw_GBps": busbw("all_reduce", numel * 4, seconds, world_size),
+                        "samples_s": samples,
+                        "correct": all(r["ok"] for r in per_rank),
+                        "slow_link": slow["kind"],
+                        "rate_GBps": slow.get("rate_GBps"),
+                        "counted_inter_bytes_per_rank": [r["sent"]["inter"] for r in per_rank]
+                        if algo != "library"
+                        else None,
+                        "counted_intra_bytes_per_rank": [r["sent"]["intra"] for r in per_rank]
+                        if algo != "library"
+                        else None,
+                        "wire_tx_bytes_per_group": wire or None,
+                    }
+                )
     dist.barrier()
     return records if rank == 0 else None
 
 
-def straggler_rank(rank: int, world_size: int, *, delay_rank: int, delay_s: float, nbytes: int,
-                   repeats: int = 3) -> dict:
+def straggler_rank(
+    rank: int, world_size: int, *, delay_rank: int, delay_s: float, nbytes: int, repeats: int = 3
+) -> dict:
     """Time one all-reduce per repeat from a common barrier while `delay_rank` sleeps `delay_s` first."""
     import torch
     import torch.distributed as dist
@@ -158,8 +193,12 @@ def straggler_rank(rank: int, world_size: int, *, delay_rank: int, delay_s: floa
         t2 = time.perf_counter()
         total.append(t2 - t0)  # from the barrier to the end of the collective
         inside.append(t2 - t1)  # inside the collective call: waiting for the slowest rank + the work
-    return {"rank": rank, "total_s": statistics.median(total), "in_collective_s": statistics.median(inside),
-            "delayed": rank == delay_rank}
+    return {
+        "rank": rank,
+        "total_s": statistics.median(total),
+        "in_collective_s": statistics.median(inside),
+        "delayed": rank == delay_rank,
+    }
 
 
 #: Cap on back-to-back exchanges per timing sample (each is a round trip through the kernel).
@@ -204,15 +243,26 @@ def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks
         est = torch.tensor([(time.perf_counter() - t0) / 3])
         dist.all_reduce(est, op=dist.ReduceOp.MAX, group=group)
         inner = int(min(SENDRECV_MAX_INNER, max(1, math.ceil(MIN_SAMPLE_S / max(est.item(), 1e-9)))))
-        mine = time_collectives({"sendrecv": call}, repeats=repeats, warmup=0, inner=inner,
-                                barrier=lambda: dist.barrier(group=group))["sendrecv"]
+        mine = time_collectives(
+            {"sendrecv": call}, repeats=repeats, warmup=0, inner=inner, barrier=lambda: dist.barrier(group=group)
+        )["sendrecv"]
         per_rank = [None] * n_ranks
         dist.all_gather_object(per_rank, mine, group=group)
         samples = slowest_rank(per_rank)
         seconds = statistics.median(samples)
-        rows.append({"op": "sendrecv", "backend": "gloo", "world_size": n_ranks, "nbytes": int(n), "seconds": seconds,
-                     "inner": inner, "samples_s": samples, "algbw_GBps": algbw(n, seconds),
-                     "busbw_GBps": busbw("sendrecv", n, seconds, n_ranks)})
+        rows.append(
+            {
+                "op": "sendrecv",
+                "backend": "gloo",
+                "world_size": n_ranks,
+                "nbytes": int(n),
+                "seconds": seconds,
+                "inner": inner,
+                "samples_s": samples,
+                "algbw_GBps": algbw(n, seconds),
+                "busbw_GBps": busbw("sendrecv", n, seconds, n_ranks),
+            }
+        )
     return rows if me == 0 else None
 
 
@@ -243,8 +293,10 @@ def run_tasks(rank: int, world_size: int, tasks) -> list:
 # --------------------------------------------------------------------------- torchrun entry point
 def _env_int(name: str) -> int:
     if name not in os.environ:
-        raise SystemExit(f"labkit.hierarchy.worker: {name} is not set — start this module with torchrun "
-                         "(python -m torch.distributed.run ... -m labkit.hierarchy.worker)")
+        raise SystemExit(
+            f"labkit.hierarchy.worker: {name} is not set — start this module with torchrun "
+            "(python -m torch.distributed.run ... -m labkit.hierarchy.worker)"
+        )
     return int(os.environ[name])
 
 
@@ -252,8 +304,10 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    p = argparse.ArgumentParser(prog="python -m labkit.hierarchy.worker",
-                                description="hierarchical vs flat ring all-reduce, one rank (run under torchrun)")
+    p = argparse.ArgumentParser(
+        prog="python -m labkit.hierarchy.worker",
+        description="hierarchical vs flat ring all-reduce, one rank (run under torchrun)",
+    )
     p.add_argument("--sizes", default="1MiB", help="comma-separated, e.g. 4MiB,64MiB")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
@@ -261,7 +315,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="rank 0 also writes the records here (JSON list)")
     p.add_argument("--json", action="store_true", help="rank 0 prints one JSON record per line")
     args = p.parse_args(argv)
-    rank, world, local_rank, local_world = (_env_int(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"))
+    rank, world, local_rank, local_world = (
+        _env_int(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    )
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_world else "gloo"
@@ -276,16 +332,26 @@ def main(argv=None) -> int:
         dist.all_gather_object(sizes, local_world)
         if len(set(sizes)) != 1:
             raise SystemExit(f"every node must run the same number of processes (LOCAL_WORLD_SIZE), got {sizes}")
-        records = bench_rank(rank, world, group_size=local_world, sizes=parse_sizes(args.sizes),
-                             repeats=args.repeats, timeout_s=args.timeout, device=device)
+        records = bench_rank(
+            rank,
+            world,
+            group_size=local_world,
+            sizes=parse_sizes(args.sizes),
+            repeats=args.repeats,
+            timeout_s=args.timeout,
+            device=device,
+        )
         if rank == 0:
             for r in records:
                 r.update(launcher="torchrun", nodes=world // local_world)
                 if args.json:
                     print(json.dumps(r), flush=True)
                 else:
-                    print(f"{r['impl']:13s} {r['nbytes']:>12d} B  {r['seconds'] * 1e3:9.3f} ms  "
-                          f"busbw {r['busbw_GBps']:.3f} GB/s  correct={r['correct']}", flush=True)
+                    print(
+                        f"{r['impl']:13s} {r['nbytes']:>12d} B  {r['seconds'] * 1e3:9.3f} ms  "
+                        f"busbw {r['busbw_GBps']:.3f} GB/s  correct={r['correct']}",
+                        flush=True,
+                    )
             if args.out:
                 with open(args.out + ".tmp", "w") as f:
                     json.dump(records, f)

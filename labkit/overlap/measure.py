@@ -16,12 +16,21 @@ from typing import Sequence
 import numpy as np
 
 from .. import timing
-from ..runtime import require_cuda
+from ..runtime import Found, require_cuda
 from ..system import cpu_model
-from ..runtime import Found
 from ..units import MiB, check_pinned_request
 from .streams import CudaStream, HostStream, InlineStream, Tracer, double_buffered
-from .timelines import COMPUTE_ALONE, COPY_ALONE, D2H_ALONE, DUPLEX, EFFICIENCY_SCENARIOS, H2D_ALONE, LOADER_DOUBLE, LOADER_SERIAL, Timeline
+from .timelines import (
+    COMPUTE_ALONE,
+    COPY_ALONE,
+    D2H_ALONE,
+    DUPLEX,
+    EFFICIENCY_SCENARIOS,
+    H2D_ALONE,
+    LOADER_DOUBLE,
+    LOADER_SERIAL,
+    Timeline,
+)
 
 #: Compute/copy time ratios swept by default: from copy-bound (0.25) to compute-bound (4).
 DEFAULT_RATIOS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -106,8 +115,13 @@ def _host_source(threads_note: str = "") -> str:
     return f"measured here: host threads ({cpu_model()}){threads_note}"
 
 
-def measure_host_overlap(nbytes: int = HOST_BATCH_BYTES, ratios: Sequence[float] = DEFAULT_RATIOS, *,
-                         repeats: int = DEFAULT_REPEATS, loader_batches: int = LOADER_BATCHES):
+def measure_host_overlap(
+    nbytes: int = HOST_BATCH_BYTES,
+    ratios: Sequence[float] = DEFAULT_RATIOS,
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    loader_batches: int = LOADER_BATCHES,
+):
     """Real overlap on this CPU: a copy on a worker thread while the main thread computes.
 
     For each compute/copy ratio r: compute = round(r·T_copy / T_unit) matmuls; each repeat runs
@@ -136,8 +150,11 @@ def measure_host_overlap(nbytes: int = HOST_BATCH_BYTES, ratios: Sequence[float]
                     if scenario != COPY_ALONE:
                         main.run(lambda u=units: w.compute(u), name="compute", tracer=tracer)
                     cs.synchronize()
-                    frames.append(tracer.timeline(scenario, source).to_frame(
-                        compute_to_copy=float(ratio), repeat=rep, nbytes=nbytes, memory="host", units=units))
+                    frames.append(
+                        tracer.timeline(scenario, source).to_frame(
+                            compute_to_copy=float(ratio), repeat=rep, nbytes=nbytes, memory="host", units=units
+                        )
+                    )
         units = max(1, round(t_copy / t_unit))
         for tl in host_loader_timelines(w, cs, main, units, loader_batches, source):
             frames.append(tl.to_frame(compute_to_copy=1.0, repeat=0, nbytes=nbytes, memory="host", units=units))
@@ -146,7 +163,9 @@ def measure_host_overlap(nbytes: int = HOST_BATCH_BYTES, ratios: Sequence[float]
     return out
 
 
-def host_loader_timelines(w: HostWorkload, copy_stream, main, units: int, n_batches: int, source: str) -> list[Timeline]:
+def host_loader_timelines(
+    w: HostWorkload, copy_stream, main, units: int, n_batches: int, source: str
+) -> list[Timeline]:
     """Serial (copy then compute on the main thread) and double-buffered loader timelines."""
     tracer = Tracer(main)
     for i in range(n_batches):
@@ -154,18 +173,28 @@ def host_loader_timelines(w: HostWorkload, copy_stream, main, units: int, n_batc
         main.run(lambda: w.compute(units), name=f"compute {i}", tracer=tracer)
     serial = tracer.timeline(LOADER_SERIAL, source)
     # The serial loop ran both on the main thread; draw its copies on the copy row for comparison.
-    serial = dataclasses.replace(serial, spans=tuple(dataclasses.replace(s, stream="copy") if s.name.startswith("copy")
-                                                     else s for s in serial.spans))
+    serial = dataclasses.replace(
+        serial,
+        spans=tuple(dataclasses.replace(s, stream="copy") if s.name.startswith("copy") else s for s in serial.spans),
+    )
     tracer = Tracer(main)
-    for i, _buf in enumerate(double_buffered(range(n_batches), w.copy, copy_stream=copy_stream,
-                                             compute_stream=main, tracer=tracer)):
+    for i, _buf in enumerate(
+        double_buffered(range(n_batches), w.copy, copy_stream=copy_stream, compute_stream=main, tracer=tracer)
+    ):
         main.run(lambda: w.compute(units), name=f"compute {i}", tracer=tracer)
     return [serial, tracer.timeline(LOADER_DOUBLE, source)]
 
 
-def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] = DEFAULT_RATIOS, *,
-                        repeats: int = DEFAULT_REPEATS, device: int = 0, pageable: bool = True,
-                        duplex: bool = True, loader_batches: int = LOADER_BATCHES):
+def measure_gpu_overlap(
+    nbytes: int = GPU_BATCH_BYTES,
+    ratios: Sequence[float] = DEFAULT_RATIOS,
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    device: int = 0,
+    pageable: bool = True,
+    duplex: bool = True,
+    loader_batches: int = LOADER_BATCHES,
+):
     """Copy/compute overlap on a GPU, every span timed by CUDA events.
 
     Efficiency sweep: H2D copy of `nbytes` from pinned memory on a side stream while matmuls run
@@ -223,8 +252,11 @@ def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] =
                     if scenario != COPY_ALONE:
                         main.run(lambda u=units: compute(u), name="compute", tracer=tr)
                     torch.cuda.synchronize()
-                    frames.append(tr.timeline(scenario, source).to_frame(
-                        compute_to_copy=float(ratio), repeat=rep, nbytes=nbytes, memory=memory, units=units))
+                    frames.append(
+                        tr.timeline(scenario, source).to_frame(
+                            compute_to_copy=float(ratio), repeat=rep, nbytes=nbytes, memory=memory, units=units
+                        )
+                    )
     if duplex:
         for rep in range(repeats):
             for scenario in (H2D_ALONE, D2H_ALONE, DUPLEX):
@@ -235,8 +267,11 @@ def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] =
                 if scenario != H2D_ALONE:
                     ds.run(lambda: back.copy_(dst[1], non_blocking=True), name="D2H", tracer=tr)
                 torch.cuda.synchronize()
-                frames.append(tr.timeline(scenario, source).to_frame(
-                    compute_to_copy=float("nan"), repeat=rep, nbytes=nbytes, memory="pinned", units=0))
+                frames.append(
+                    tr.timeline(scenario, source).to_frame(
+                        compute_to_copy=float("nan"), repeat=rep, nbytes=nbytes, memory="pinned", units=0
+                    )
+                )
     units = max(1, round(t_copy / t_unit))
     batches = [host["pinned"][i % 2] for i in range(loader_batches)]
     torch.cuda.synchronize()
@@ -246,11 +281,16 @@ def measure_gpu_overlap(nbytes: int = GPU_BATCH_BYTES, ratios: Sequence[float] =
         main.run(lambda: compute(units), name=f"compute {i}", tracer=tr)
     torch.cuda.synchronize()
     serial = tr.timeline(LOADER_SERIAL, source)
-    serial = dataclasses.replace(serial, spans=tuple(dataclasses.replace(s, stream="copy (H2D)")
-                                                     if s.name.startswith("copy") else s for s in serial.spans))
+    serial = dataclasses.replace(
+        serial,
+        spans=tuple(
+            dataclasses.replace(s, stream="copy (H2D)") if s.name.startswith("copy") else s for s in serial.spans
+        ),
+    )
     tr = Tracer(main)
-    loader = double_buffered(batches, lambda b, s: dst[s].copy_(b, non_blocking=True),
-                             copy_stream=cs, compute_stream=main, tracer=tr)
+    loader = double_buffered(
+        batches, lambda b, s: dst[s].copy_(b, non_blocking=True), copy_stream=cs, compute_stream=main, tracer=tr
+    )
     for i, _buf in enumerate(loader):
         main.run(lambda: compute(units), name=f"compute {i}", tracer=tr)
     torch.cuda.synchronize()
@@ -279,7 +319,9 @@ def loader_self_test(n_batches: int = 12, buffers: int = 2, *, copy_s: float = 0
 
     seen, intact = [], True
     with HostStream("copy") as cs:
-        for buf in double_buffered(range(n_batches), copy, copy_stream=cs, compute_stream=InlineStream(), buffers=buffers):
+        for buf in double_buffered(
+            range(n_batches), copy, copy_stream=cs, compute_stream=InlineStream(), buffers=buffers
+        ):
             tag = int(buf[0])
             intact &= bool((buf == tag).all())
             time.sleep(consume_s)
@@ -291,8 +333,11 @@ def loader_self_test(n_batches: int = 12, buffers: int = 2, *, copy_s: float = 0
 # --------------------------------------------------------------------------- what notebook 03 shows
 def sweep(quick: bool) -> dict:
     """The ratios, repeats and loader batches of a full or a quick run (keyword arguments of the measure_ functions)."""
-    return {"ratios": QUICK_RATIOS if quick else DEFAULT_RATIOS, "repeats": QUICK_REPEATS if quick else DEFAULT_REPEATS,
-            "loader_batches": QUICK_LOADER_BATCHES if quick else LOADER_BATCHES}
+    return {
+        "ratios": QUICK_RATIOS if quick else DEFAULT_RATIOS,
+        "repeats": QUICK_REPEATS if quick else DEFAULT_REPEATS,
+        "loader_batches": QUICK_LOADER_BATCHES if quick else LOADER_BATCHES,
+    }
 
 
 def host_run_here(quick: bool):

@@ -9,6 +9,7 @@ from ..models import fit_alpha_beta_from_bandwidth
 from ..reference import precise_rows
 from ..runtime import Found
 
+
 def recorded_duplex(datasets) -> "object":
     """Recorded full-duplex points: a direction alone vs the same direction while the other runs.
 
@@ -32,9 +33,18 @@ def recorded_duplex(datasets) -> "object":
             for q, v in zip(bi["quantity"], bi["value"]):
                 g = gpu_of(q)
                 if g in alone:
-                    rows.append({"dataset": ds.name, "label": ds.label, "title": ds.meta["title"], "direction": direction,
-                                 "gpu": int(g), "alone_GBps": float(alone[g]), "while_other_runs_GBps": float(v),
-                                 "retained": float(v) / float(alone[g])})
+                    rows.append(
+                        {
+                            "dataset": ds.name,
+                            "label": ds.label,
+                            "title": ds.meta["title"],
+                            "direction": direction,
+                            "gpu": int(g),
+                            "alone_GBps": float(alone[g]),
+                            "while_other_runs_GBps": float(v),
+                            "retained": float(v) / float(alone[g]),
+                        }
+                    )
     return pd.DataFrame(rows, columns=DUPLEX_COLUMNS)
 
 
@@ -44,8 +54,12 @@ DUPLEX_COLUMNS = ["dataset", "label", "title", "direction", "gpu", "alone_GBps",
 def recorded_duplex_for(reference):
     """(recorded_duplex rows, note) for a notebook's `reference=` (see reference.select): a reference
     whose own point data hold no full-duplex pair gives the shipped ones, and the note says so."""
-    sets, note = ref.select(reference, "point", usable=lambda own: not recorded_duplex(own).empty,
-                            needs="nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`")
+    sets, note = ref.select(
+        reference,
+        "point",
+        usable=lambda own: not recorded_duplex(own).empty,
+        needs="nvbandwidth's `*_bidirectional_memcpy_ce` beside `*_memcpy_ce`",
+    )
     return recorded_duplex(sets), note
 
 
@@ -69,8 +83,9 @@ def recorded_gpu_run(reference):
     a host-only profile, an nvbandwidth log — gives the shipped runs, and `note` says so (see
     reference.select). (None, None) when no GPU overlap run exists at all.
     """
-    sets, note = ref.select(reference, "overlap_run", usable=lambda own: any(map(_on_a_gpu, own)),
-                            needs="a run on a GPU")
+    sets, note = ref.select(
+        reference, "overlap_run", usable=lambda own: any(map(_on_a_gpu, own)), needs="a run on a GPU"
+    )
     runs = [d for d in sets if _on_a_gpu(d)]
     return (runs[0], note) if runs else (None, None)
 
@@ -96,8 +111,12 @@ def pick_link_sweep(datasets, batch_bytes: int, direction: str = "h2d"):
             f = f[f["run"] == sorted(set(f["run"]))[0]]
         if f["nbytes"].nunique() < 5:
             continue
-        key = (ds.meta.get("provenance") != "measured", f["nbytes"].max() < batch_bytes,
-               _QUALITY_RANK.get(ds.meta.get("quality"), 3), -len(f))
+        key = (
+            ds.meta.get("provenance") != "measured",
+            f["nbytes"].max() < batch_bytes,
+            _QUALITY_RANK.get(ds.meta.get("quality"), 3),
+            -len(f),
+        )
         if best is None or key < best[0]:
             best = (key, ds, f)
     if best is None:
@@ -123,8 +142,13 @@ def gpu_run(reference):
 
 def model_instead(model_src: str) -> Found:
     """No GPU here and no recorded GPU run: the notebook's GPU timelines are the α-β model, and says so."""
-    return Found(None, model_src, note=(
-        "**No recorded GPU overlap run in `data/` yet, and no GPU here.** The GPU timelines in this notebook "
-        f"are the α-β **model** of section 1 ({model_src}); the efficiency measured here comes from host threads. "
-        "To see CUDA-event timelines, run this notebook on a GPU, or record one there "
-        "(`labkit record --out profiles/<node>`) and pass `reference='profiles/<node>'`."))
+    return Found(
+        None,
+        model_src,
+        note=(
+            "**No recorded GPU overlap run in `data/` yet, and no GPU here.** The GPU timelines in this notebook "
+            f"are the α-β **model** of section 1 ({model_src}); the efficiency measured here comes from host threads. "
+            "To see CUDA-event timelines, run this notebook on a GPU, or record one there "
+            "(`labkit record --out profiles/<node>`) and pass `reference='profiles/<node>'`."
+        ),
+    )

@@ -242,8 +242,15 @@ class Tracer:
         return Timeline(scenario, tuple(sorted(spans, key=lambda s: (s.start_s, s.stream))), source)
 
 
-def double_buffered(batches: Iterable, copy: Callable[[object, int], object], *, copy_stream, compute_stream,
-                    buffers: int = 2, tracer: Tracer | None = None) -> Iterator:
+def double_buffered(
+    batches: Iterable,
+    copy: Callable[[object, int], object],
+    *,
+    copy_stream,
+    compute_stream,
+    buffers: int = 2,
+    tracer: Tracer | None = None,
+) -> Iterator:
     """Yield copy(batch, slot) for each batch, copying the next batches while the current one is used.
 
     `copy(batch, slot)` must enqueue (or do) the copy of `batch` into buffer `slot` (0 ≤ slot <

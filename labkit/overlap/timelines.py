@@ -40,8 +40,9 @@ class Span:
         if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
             raise ValueError(f"span {self.name!r}: start and end must be finite numbers of seconds")
         if self.end_s < self.start_s:
-            raise ValueError(f"span {self.name!r} on {self.stream!r} ends ({self.end_s:g} s) before it "
-                             f"starts ({self.start_s:g} s)")
+            raise ValueError(
+                f"span {self.name!r} on {self.stream!r} ends ({self.end_s:g} s) before it starts ({self.start_s:g} s)"
+            )
 
     @property
     def duration_s(self) -> float:
@@ -116,15 +117,27 @@ class Timeline:
     def shifted(self) -> "Timeline":
         """The same timeline with its first start at 0 s."""
         t0 = self.start_s
-        return dataclasses.replace(self, spans=tuple(dataclasses.replace(s, start_s=s.start_s - t0, end_s=s.end_s - t0)
-                                                     for s in self.spans))
+        return dataclasses.replace(
+            self, spans=tuple(dataclasses.replace(s, start_s=s.start_s - t0, end_s=s.end_s - t0) for s in self.spans)
+        )
 
     def to_frame(self, **columns):
         """Rows in the `overlap_run` schema (scenario, event, stream, start_s, end_s), plus `columns`."""
         import pandas as pd
 
-        return pd.DataFrame([{"scenario": self.scenario, "event": s.name, "stream": s.stream,
-                              "start_s": s.start_s, "end_s": s.end_s, **columns} for s in self.spans])
+        return pd.DataFrame(
+            [
+                {
+                    "scenario": self.scenario,
+                    "event": s.name,
+                    "stream": s.stream,
+                    "start_s": s.start_s,
+                    "end_s": s.end_s,
+                    **columns,
+                }
+                for s in self.spans
+            ]
+        )
 
     @classmethod
     def from_frame(cls, frame, source: str, scenario: str | None = None) -> "Timeline":
@@ -164,9 +177,17 @@ def step_time_s(copy_s: float, compute_s: float, overlapped: bool, d2h_s: float 
     return max(stages) if overlapped else sum(stages)
 
 
-def pipeline_timeline(n_batches: int, copy_s: float, compute_s: float, *, overlapped: bool = True,
-                      buffers: int = 2, d2h_s: float = 0.0, scenario: str | None = None,
-                      source: str = "model: ideal streams") -> Timeline:
+def pipeline_timeline(
+    n_batches: int,
+    copy_s: float,
+    compute_s: float,
+    *,
+    overlapped: bool = True,
+    buffers: int = 2,
+    d2h_s: float = 0.0,
+    scenario: str | None = None,
+    source: str = "model: ideal streams",
+) -> Timeline:
     """Model schedule of `n_batches` through copy (H2D) → compute (→ copy back, D2H).
 
     Serial: everything on one stream, one stage after the other. Overlapped: the copy stream
@@ -232,10 +253,22 @@ def efficiency_table(frame):
     rows = []
     for (memory, ratio), g in t.groupby(level=["memory", "compute_to_copy"]):
         tc, tk, tb = g[COPY_ALONE].median(), g[COMPUTE_ALONE].median(), g[BOTH].median()
-        rows.append({"memory": memory, "compute_to_copy": ratio, "t_copy_s": tc, "t_compute_s": tk, "t_both_s": tb,
-                     "measured_ratio": tk / tc, "efficiency": float(g["eff"].median()),
-                     "efficiency_q1": float(g["eff"].quantile(0.25)), "efficiency_q3": float(g["eff"].quantile(0.75)),
-                     "serial_s": tc + tk, "ideal_s": max(tc, tk), "repeats": len(g)})
+        rows.append(
+            {
+                "memory": memory,
+                "compute_to_copy": ratio,
+                "t_copy_s": tc,
+                "t_compute_s": tk,
+                "t_both_s": tb,
+                "measured_ratio": tk / tc,
+                "efficiency": float(g["eff"].median()),
+                "efficiency_q1": float(g["eff"].quantile(0.25)),
+                "efficiency_q3": float(g["eff"].quantile(0.75)),
+                "serial_s": tc + tk,
+                "ideal_s": max(tc, tk),
+                "repeats": len(g),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -252,10 +285,20 @@ def duplex_table(frame):
     g = f.groupby(["repeat", "scenario"]).agg(end=("end_s", "max"), nbytes=("nbytes", "first"))
     t = g["end"].unstack("scenario").median()
     n = float(g["nbytes"].iloc[0])
-    return pd.DataFrame([{"nbytes": n, "t_h2d_s": t[H2D_ALONE], "t_d2h_s": t[D2H_ALONE], "t_both_s": t[DUPLEX],
-                          "h2d_alone_GBps": n / t[H2D_ALONE] / 1e9, "d2h_alone_GBps": n / t[D2H_ALONE] / 1e9,
-                          "bidirectional_GBps": 2 * n / t[DUPLEX] / 1e9,
-                          "efficiency": overlap_efficiency(t[H2D_ALONE], t[D2H_ALONE], t[DUPLEX])}])
+    return pd.DataFrame(
+        [
+            {
+                "nbytes": n,
+                "t_h2d_s": t[H2D_ALONE],
+                "t_d2h_s": t[D2H_ALONE],
+                "t_both_s": t[DUPLEX],
+                "h2d_alone_GBps": n / t[H2D_ALONE] / 1e9,
+                "d2h_alone_GBps": n / t[D2H_ALONE] / 1e9,
+                "bidirectional_GBps": 2 * n / t[DUPLEX] / 1e9,
+                "efficiency": overlap_efficiency(t[H2D_ALONE], t[D2H_ALONE], t[DUPLEX]),
+            }
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- streams and events
@@ -286,5 +329,3 @@ def loader_timelines(frame, source: str) -> dict[str, Timeline]:
 
 
 # --------------------------------------------------------------------------- bench and record
-
-

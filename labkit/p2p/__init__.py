@@ -12,5 +12,10 @@
 from .._moved import forward
 
 #: The flat module's names (labkit.p2p.diagnose, ...) keep working for one release, with a warning.
-__getattr__ = forward(__name__, tuple(f"{__name__}.{m}" for m in (
-    "matrices", "summaries", "figures", "diagnosis", "placement", "staging", "measure", "bench_p2p")))
+__getattr__ = forward(
+    __name__,
+    tuple(
+        f"{__name__}.{m}"
+        for m in ("matrices", "summaries", "figures", "diagnosis", "placement", "staging", "measure", "bench_p2p")
+    ),
+)

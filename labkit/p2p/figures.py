@@ -5,8 +5,18 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import plots
-from .matrices import (KIND_TEXT, P2P_TEXT, UNIT_TEXT, P2PRun, as_source, is_bandwidth, link_label, matrix,
-                       metric_label, numa_of)
+from .matrices import (
+    KIND_TEXT,
+    P2P_TEXT,
+    UNIT_TEXT,
+    P2PRun,
+    as_source,
+    is_bandwidth,
+    link_label,
+    matrix,
+    metric_label,
+    numa_of,
+)
 from .summaries import short_name, summary_row
 
 #: Heatmap colours span at least max/2 .. max (bandwidth) or min .. 2·min (latency).
@@ -59,8 +69,9 @@ def heatmap(ax, m, *, kind: str, title: str, source: str, topology=None, value_f
     ax.set_xlabel("destination GPU (index)")
     ax.set_ylabel("source GPU (index)")
     cbar = ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04)
-    cbar.set_label(UNIT_TEXT[kind] + (" — GPU pairs only; grey = local copy or not printed" if n > 1 else ""),
-                   fontsize=8)
+    cbar.set_label(
+        UNIT_TEXT[kind] + (" — GPU pairs only; grey = local copy or not printed" if n > 1 else ""), fontsize=8
+    )
     return cbar
 
 
@@ -113,16 +124,23 @@ def plot_overview(sources: Sequence):
     how = "measured here and recorded" if measured else "recorded"
     fig, axes = plots.figure(1, 2, width=7.0, height=0.42 * len(rows) + 2.0)
     y = np.arange(len(rows))
-    for ax, kind, xlabel in ((axes[0], "bandwidth_uni", "GB/s (unidirectional; median over GPU pairs; log scale)"),
-                             (axes[1], "latency_gpu", "µs per small copy (median over GPU pairs; log scale)")):
+    for ax, kind, xlabel in (
+        (axes[0], "bandwidth_uni", "GB/s (unidirectional; median over GPU pairs; log scale)"),
+        (axes[1], "latency_gpu", "µs per small copy (median over GPU pairs; log scale)"),
+    ):
         for k, (p2p, colour) in enumerate((("enabled", "tab:green"), ("disabled", "tab:red"))):
             vals = [r.get(f"{kind}_{p2p}", np.nan) for r in rows]
             ax.barh(y + (k - 0.5) * 0.38, vals, height=0.36, color=colour, label=P2P_TEXT[p2p])
         ax.set_xscale("log")
         ax.set_yticks(y, labels, fontsize=7)
         ax.invert_yaxis()
-        plots.finish(ax, KIND_TEXT[kind].split(" (")[0] if kind.startswith("bandwidth") else "latency (GPU-timed)",
-                     xlabel, "system (dataset)", source=f"{how}: sources in the table above")
+        plots.finish(
+            ax,
+            KIND_TEXT[kind].split(" (")[0] if kind.startswith("bandwidth") else "latency (GPU-timed)",
+            xlabel,
+            "system (dataset)",
+            source=f"{how}: sources in the table above",
+        )
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2)
     fig.tight_layout()
     return fig
@@ -139,9 +157,15 @@ def plot_matrices(data, which: Sequence[tuple[str, str]], ncols: int | None = No
     axes = [axes] if len(which) == 1 and nrows * ncols == 1 else list(axes)
     topo = src.topology_or_none()
     for ax, (kind, state) in zip(axes, which):
-        heatmap(ax, matrix(src.frame, kind, state), kind=kind, title=metric_label(kind, state), source=src.label,
-                topology=topo)
-    for ax in axes[len(which):]:
+        heatmap(
+            ax,
+            matrix(src.frame, kind, state),
+            kind=kind,
+            title=metric_label(kind, state),
+            source=src.label,
+            topology=topo,
+        )
+    for ax in axes[len(which) :]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig
@@ -158,27 +182,48 @@ def plot_local_vs_recorded(sources: Sequence, run: "P2PRun | None" = None):
         uni = f[f["matrix"] == "bandwidth_uni"]
         diag = uni[uni["mode"] == "local"]["bandwidth_GBps"]
         staged = uni[uni["mode"].isin(["host_staged", "host_staged_loopback"])]["bandwidth_GBps"]
-        rows.append((run.label, float(np.median(diag)) if len(diag) else np.nan,
-                     float(np.median(staged)) if len(staged) else np.nan))
+        rows.append(
+            (
+                run.label,
+                float(np.median(diag)) if len(diag) else np.nan,
+                float(np.median(staged)) if len(staged) else np.nan,
+            )
+        )
     for d in sources:
         r = summary_row(d)
         local = r.get("bandwidth_uni_enabled_diagonal", r.get("bandwidth_uni_disabled_diagonal"))
         staged = r.get("bandwidth_uni_disabled")
         if local is not None or staged is not None:
-            rows.append((f"recorded: {short_name(d)}", np.nan if local is None else local,
-                         np.nan if staged is None else staged))
+            rows.append(
+                (f"recorded: {short_name(d)}", np.nan if local is None else local, np.nan if staged is None else staged)
+            )
     fig, ax = plots.figure(width=9.0, height=0.45 * len(rows) + 2.0)
     y = np.arange(len(rows))
-    ax.barh(y - 0.19, [r[1] for r in rows], height=0.36, color="tab:blue",
-            label="copy inside one GPU (the diagonal; read + write counted)")
-    ax.barh(y + 0.19, [r[2] for r in rows], height=0.36, color="tab:red",
-            label="GPU→host→GPU staged copy (P2P off: median over pairs, or one GPU's loopback)")
+    ax.barh(
+        y - 0.19,
+        [r[1] for r in rows],
+        height=0.36,
+        color="tab:blue",
+        label="copy inside one GPU (the diagonal; read + write counted)",
+    )
+    ax.barh(
+        y + 0.19,
+        [r[2] for r in rows],
+        height=0.36,
+        color="tab:red",
+        label="GPU→host→GPU staged copy (P2P off: median over pairs, or one GPU's loopback)",
+    )
     ax.set_yticks(y, [r[0] if len(r[0]) <= 70 else r[0][:67] + "..." for r in rows], fontsize=7)
     ax.set_xscale("log")
     ax.invert_yaxis()
     where = "measured here and recorded" if run is not None else "recorded"
-    plots.finish(ax, "One GPU: a copy inside it vs a trip through host memory",
-                 "GB/s (unidirectional; log scale)", "system (label)", source=f"{where}: sources in the table above")
+    plots.finish(
+        ax,
+        "One GPU: a copy inside it vs a trip through host memory",
+        "GB/s (unidirectional; log scale)",
+        "system (label)",
+        source=f"{where}: sources in the table above",
+    )
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.13), ncol=1)
     fig.tight_layout()
     return fig

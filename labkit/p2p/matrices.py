@@ -27,13 +27,25 @@ from ..system import parse_topology
 KINDS = ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu")
 P2P_STATES = ("enabled", "disabled")
 #: What each matrix's numbers are, for labels and the `bandwidth_direction` column.
-DIRECTION = {"bandwidth_uni": "unidirectional", "bandwidth_bi": "bidirectional",
-             "latency_gpu": "none", "latency_cpu": "none"}
-KIND_TEXT = {"bandwidth_uni": "unidirectional bandwidth", "bandwidth_bi": "bidirectional bandwidth (sum of both directions)",
-             "latency_gpu": "latency (GPU-timed)", "latency_cpu": "latency (host-side issue time)"}
+DIRECTION = {
+    "bandwidth_uni": "unidirectional",
+    "bandwidth_bi": "bidirectional",
+    "latency_gpu": "none",
+    "latency_cpu": "none",
+}
+KIND_TEXT = {
+    "bandwidth_uni": "unidirectional bandwidth",
+    "bandwidth_bi": "bidirectional bandwidth (sum of both directions)",
+    "latency_gpu": "latency (GPU-timed)",
+    "latency_cpu": "latency (host-side issue time)",
+}
 P2P_TEXT = {"enabled": "P2P on", "disabled": "P2P off (staged through host memory)"}
-UNIT_TEXT = {"bandwidth_uni": "GB/s (unidirectional)", "bandwidth_bi": "GB/s (bidirectional: sum of both directions)",
-             "latency_gpu": "µs per copy", "latency_cpu": "µs per copy (host side)"}
+UNIT_TEXT = {
+    "bandwidth_uni": "GB/s (unidirectional)",
+    "bandwidth_bi": "GB/s (bidirectional: sum of both directions)",
+    "latency_gpu": "µs per copy",
+    "latency_cpu": "µs per copy (host side)",
+}
 #: Row modes of measured datasets. Recorded datasets use the tools' own ('write', 'ce_read', ...).
 MODES = ("local", "p2p", "driver", "host_staged", "host_staged_loopback")
 
@@ -45,8 +57,6 @@ def is_bandwidth(kind: str) -> bool:
 def metric_label(kind: str, p2p: str) -> str:
     """'unidirectional bandwidth, P2P on' — one line for dropdowns and titles."""
     return f"{KIND_TEXT[kind]}, {P2P_TEXT[p2p]}"
-
-
 
 
 # --------------------------------------------------------------------------- reading matrices
@@ -83,8 +93,10 @@ def matrix(data, kind: str = "bandwidth_uni", p2p: str = "enabled", *, loopback:
         loop = rows["mode"].astype(str) == "host_staged_loopback"
         rows = rows[loop] if loopback else rows[~loop]
     if rows.empty:
-        raise KeyError(f"no {metric_label(kind, p2p)} matrix here; have: "
-                       f"{', '.join(metric_label(*m) for m in metrics(f)) or 'none'}")
+        raise KeyError(
+            f"no {metric_label(kind, p2p)} matrix here; have: "
+            f"{', '.join(metric_label(*m) for m in metrics(f)) or 'none'}"
+        )
     col = "bandwidth_GBps" if is_bandwidth(kind) else "latency_us"
     if col not in rows.columns or rows[col].isna().any():
         raise ValueError(f"{kind} rows need a value in column {col!r}")
@@ -103,8 +115,9 @@ def off_diagonal(m) -> list[tuple[int, int, float]]:
     """(src, dst, value) for every printed cell off the diagonal."""
     import numpy as np
 
-    return [(int(i), int(j), float(m.loc[i, j])) for i in m.index for j in m.columns
-            if i != j and np.isfinite(m.loc[i, j])]
+    return [
+        (int(i), int(j), float(m.loc[i, j])) for i in m.index for j in m.columns if i != j and np.isfinite(m.loc[i, j])
+    ]
 
 
 def diagonal(m) -> dict[int, float]:
@@ -200,8 +213,9 @@ def as_source(data, topology: str | None = None) -> MatrixSource:
     if hasattr(data, "columns"):  # a bare DataFrame in the p2p_matrix schema
         return MatrixSource("matrix", data, "matrix given by the caller", None, "", "")
     if isinstance(data, P2PRun):
-        return MatrixSource("measured_here", data.to_frame(), data.label, data.topology, ", ".join(sorted(set(data.devices))),
-                            "")
+        return MatrixSource(
+            "measured_here", data.to_frame(), data.label, data.topology, ", ".join(sorted(set(data.devices))), ""
+        )
     meta = data.meta
     ctx = " ".join(str(meta.get(k, "")) for k in ("system", "interconnect", "caveats", "title"))
     return MatrixSource(data.name, data.frame, data.label, meta.get("topology"), str(meta.get("gpu", "")), ctx)
@@ -242,8 +256,10 @@ def validate(data) -> list[str]:
             full = set(range(int(n))) if n is not None else cols
             incomplete = [i for i in rows if set(f_rows.loc[f_rows["src"] == i, "dst"].astype(int)) | {i} < full]
             if incomplete:
-                problems.append(f"{name}: not square (rows {sorted(rows)}, columns {sorted(cols)}) "
-                                f"and rows {incomplete} are incomplete")
+                problems.append(
+                    f"{name}: not square (rows {sorted(rows)}, columns {sorted(cols)}) "
+                    f"and rows {incomplete} are incomplete"
+                )
         diag = diagonal(m)
         if diag and set(diag) != rows:
             problems.append(f"{name}: diagonal printed for GPUs {sorted(diag)} but not for {sorted(rows - set(diag))}")
@@ -341,12 +357,23 @@ class P2PRun:
         rows = []
         for r in self.results:
             m = r.measurement
-            row = {"matrix": r.matrix, "p2p": r.p2p, "src": r.src, "dst": r.dst,
-                   "bandwidth_GBps": r.value if is_bandwidth(r.matrix) else None,
-                   "latency_us": None if is_bandwidth(r.matrix) else r.value,
-                   "mode": r.mode, "bandwidth_direction": DIRECTION[r.matrix], "nbytes_counted": m.nbytes,
-                   "time_s": m.median_s, "iqr_s": m.iqr_s, "inner": m.inner, "timer": m.timer,
-                   "peer_access": r.peer_access, "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s)}
+            row = {
+                "matrix": r.matrix,
+                "p2p": r.p2p,
+                "src": r.src,
+                "dst": r.dst,
+                "bandwidth_GBps": r.value if is_bandwidth(r.matrix) else None,
+                "latency_us": None if is_bandwidth(r.matrix) else r.value,
+                "mode": r.mode,
+                "bandwidth_direction": DIRECTION[r.matrix],
+                "nbytes_counted": m.nbytes,
+                "time_s": m.median_s,
+                "iqr_s": m.iqr_s,
+                "inner": m.inner,
+                "timer": m.timer,
+                "peer_access": r.peer_access,
+                "samples_s": " ".join(f"{s:.6e}" for s in m.samples_s),
+            }
             rows.append(row)
         return pd.DataFrame(rows)
 
@@ -362,8 +389,6 @@ class P2PRun:
 
 
 # --------------------------------------------------------------------------- `labkit record`
-
-
 
 
 def shipped_systems(*needles: str) -> tuple:

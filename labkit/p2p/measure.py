@@ -18,7 +18,7 @@ from .. import timing
 from ..runtime import Found, require_cuda
 from ..system import environment
 from ..units import MiB
-from .matrices import KINDS, P2P_STATES, PairResult, P2PRun
+from .matrices import KINDS, P2P_STATES, P2PRun, PairResult
 from .staging import STAGING_CHUNK_BYTES, CudaStaging
 
 #: Bytes per bandwidth copy: 256 MiB, well past the size where any GPU link saturates
@@ -49,8 +49,7 @@ QUICK_REPEATS = 5
 
 
 #: What to do without a GPU, added to `require_cuda`'s message.
-NO_GPU_HINT = (" (notebook 04 replays recorded systems; one GPU measures the copy inside it, GPU pairs need two "
-               "or more)")
+NO_GPU_HINT = " (notebook 04 replays recorded systems; one GPU measures the copy inside it, GPU pairs need two or more)"
 
 
 def peer_access_matrix(devices: Sequence[int] | None = None) -> list[list[bool]]:
@@ -92,8 +91,16 @@ class CudaBackend:
         return timing.time_cuda(fn, repeats=repeats, nbytes=nbytes, label=label, stream=stream), ()
 
     def time_latency(self, fn, *, nbytes, label, repeats, stream, calls=LATENCY_CALLS):
-        return _time_queued(self.torch, fn, calls=calls, repeats=repeats, nbytes=nbytes, label=label,
-                            stream=stream, cycles_cache=self._cycles_per_s)
+        return _time_queued(
+            self.torch,
+            fn,
+            calls=calls,
+            repeats=repeats,
+            nbytes=nbytes,
+            label=label,
+            stream=stream,
+            cycles_cache=self._cycles_per_s,
+        )
 
     def synchronize(self, devices):
         for d in devices:
@@ -177,7 +184,7 @@ def _time_queued(torch, fn, *, calls, repeats, nbytes, label, stream, cycles_cac
         notes, samples = [], []
         spin_s = SPIN_MARGIN * issue_s + 1e-3
         for _ in range(repeats):
-            for attempt in range(4):
+            for _attempt in range(4):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda._sleep(int(spin_s * cycles_cache[dev]))
                 start.record()
@@ -203,10 +210,19 @@ def _counted_bytes(kind: str, nbytes: int, local: bool) -> int:
     return nbytes * (2 if kind == "bandwidth_bi" else 1) * (2 if local else 1)
 
 
-def measure(devices: Sequence[int] | None = None, *, nbytes: int = BANDWIDTH_BYTES, latency_nbytes: int = LATENCY_BYTES,
-            kinds: Sequence[str] = ("bandwidth_uni", "bandwidth_bi", "latency_gpu"), p2p: Sequence[str] = P2P_STATES,
-            repeats: int = timing.DEFAULT_REPEATS, loopback: bool | None = None, backend=None, progress: bool = False,
-            topology: str | None = None) -> P2PRun:
+def measure(
+    devices: Sequence[int] | None = None,
+    *,
+    nbytes: int = BANDWIDTH_BYTES,
+    latency_nbytes: int = LATENCY_BYTES,
+    kinds: Sequence[str] = ("bandwidth_uni", "bandwidth_bi", "latency_gpu"),
+    p2p: Sequence[str] = P2P_STATES,
+    repeats: int = timing.DEFAULT_REPEATS,
+    loopback: bool | None = None,
+    backend=None,
+    progress: bool = False,
+    topology: str | None = None,
+) -> P2PRun:
     """Measure the P2P matrices between `devices` (default: every visible GPU).
 
     'enabled' cells copy with `copy_` (torch turns peer access on where `can_device_access_peer`
@@ -254,8 +270,17 @@ def measure(devices: Sequence[int] | None = None, *, nbytes: int = BANDWIDTH_BYT
         local = a == b and not loop
         staged = (state == "disabled" and not local) or loop
         ia, ib = devices.index(a), devices.index(b)
-        mode = ("host_staged_loopback" if loop else "local" if local else "host_staged" if staged
-                else "p2p" if access[ia][ib] else "driver")
+        mode = (
+            "host_staged_loopback"
+            if loop
+            else "local"
+            if local
+            else "host_staged"
+            if staged
+            else "p2p"
+            if access[ia][ib]
+            else "driver"
+        )
         lat = kind.startswith("latency")
         n = latency_nbytes if lat else nbytes
         bufs = small if lat else big
@@ -284,17 +309,29 @@ def measure(devices: Sequence[int] | None = None, *, nbytes: int = BANDWIDTH_BYT
             m, notes = backend.time(fn, nbytes=counted, label=label, repeats=repeats, stream=t)
         results.append(PairResult(kind, state, mode, a, b, m, bool(access[ia][ib]), tuple(notes)))
     backend.synchronize(devices)
-    return P2PRun(tuple(results), tuple(names), tuple(devices), tuple(tuple(r) for r in access), int(nbytes),
-                  int(latency_nbytes), topology, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    return P2PRun(
+        tuple(results),
+        tuple(names),
+        tuple(devices),
+        tuple(tuple(r) for r in access),
+        int(nbytes),
+        int(latency_nbytes),
+        topology,
+        _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 # --------------------------------------------------------------------------- what notebook 04 shows
 def measure_here(*, all_pairs: bool, quick: bool, progress: bool = True) -> Found:
     """This machine's matrices: every GPU pair (`all_pairs`), or the copy inside GPU0 and its loopback staging."""
     env = environment(parameters={"quick": quick})
-    run = measure(None if all_pairs else [0], nbytes=QUICK_BANDWIDTH_BYTES if quick else BANDWIDTH_BYTES,
-                  repeats=QUICK_REPEATS if quick else timing.DEFAULT_REPEATS, topology=env.get("topology"),
-                  progress=progress)
+    run = measure(
+        None if all_pairs else [0],
+        nbytes=QUICK_BANDWIDTH_BYTES if quick else BANDWIDTH_BYTES,
+        repeats=QUICK_REPEATS if quick else timing.DEFAULT_REPEATS,
+        topology=env.get("topology"),
+        progress=progress,
+    )
     return Found(run, run.label, note="\n".join(f"- warning: {w}" for w in run.warnings) or None)
 
 
@@ -302,11 +339,15 @@ def what_this_run_measures(local_mode: str, pairs_mode: str) -> str:
     """One sentence for the reader: what of notebook 04 this run measures, and what it replays."""
     return {
         ("live", "live"): "every GPU pair of this machine is measured live below.",
-        ("live", "reference"): ("this machine has one GPU, so there is no pair: the copy inside the GPU and a "
-                                "GPU→host→GPU staged copy are measured live; every matrix of GPU pairs below is "
-                                "replayed from recorded systems."),
-        ("reference", "reference"): ("no GPU is used in this run (none here, or mode='reference'): every number "
-                                     "below is replayed from the recorded systems, each labelled with its source."),
+        ("live", "reference"): (
+            "this machine has one GPU, so there is no pair: the copy inside the GPU and a "
+            "GPU→host→GPU staged copy are measured live; every matrix of GPU pairs below is "
+            "replayed from recorded systems."
+        ),
+        ("reference", "reference"): (
+            "no GPU is used in this run (none here, or mode='reference'): every number "
+            "below is replayed from the recorded systems, each labelled with its source."
+        ),
     }[(local_mode, pairs_mode)]
 
 

@@ -10,6 +10,7 @@ from .. import check
 from ..system import link_rank
 from .matrices import gpu_topology, link_label, numa_of, nvlink_count
 
+
 @dataclasses.dataclass(frozen=True)
 class GroupScore:
     """A candidate tensor-parallel group and how good its worst links are."""
@@ -80,7 +81,9 @@ def tp_partition(topology, size: int) -> list[GroupScore]:
     if len(gpus) > 12:
         left, out = list(gpus), []
         while left:
-            best = min((score_group(topo, c) for c in itertools.combinations(left, size)), key=lambda g: (g.key, g.gpus))
+            best = min(
+                (score_group(topo, c) for c in itertools.combinations(left, size)), key=lambda g: (g.key, g.gpus)
+            )
             out.append(best)
             left = [g for g in left if g not in best.gpus]
         return out
@@ -112,13 +115,21 @@ def check_tp_group(name: str, answer, topology, size: int, *, include: Sequence[
     ranked = rank_tp_groups(topology, size, include=include)
     best = ranked[0]
     if len(got) != size or not set(include) <= set(got):
-        return check.choice(name, list(got), list(best.gpus),
-                            hint=f"a group has {size} GPUs" + (f" and contains GPU{list(include)}" if include else ""))
+        return check.choice(
+            name,
+            list(got),
+            list(best.gpus),
+            hint=f"a group has {size} GPUs" + (f" and contains GPU{list(include)}" if include else ""),
+        )
     mine = score_group(topology, got)
     if mine.key == best.key:
         return check.choice(name, list(got), list(got))
-    return check.choice(name, list(got), list(best.gpus),
-                        hint=f"its worst link is {mine.worst_link}; a group whose worst link is {best.worst_link} exists")
+    return check.choice(
+        name,
+        list(got),
+        list(best.gpus),
+        hint=f"its worst link is {mine.worst_link}; a group whose worst link is {best.worst_link} exists",
+    )
 
 
 #: A hypothetical 8-GPU PCIe server, written for the tensor-parallel exercise — not a measurement

@@ -59,8 +59,9 @@ class CudaStaging:
     on the destination, and per-slot events so the two pipelines overlap without overwriting a slot
     that is still being read."""
 
-    def __init__(self, src_device: int, dst_device: int, chunk_bytes: int = STAGING_CHUNK_BYTES,
-                 slots: int = STAGING_SLOTS):
+    def __init__(
+        self, src_device: int, dst_device: int, chunk_bytes: int = STAGING_CHUNK_BYTES, slots: int = STAGING_SLOTS
+    ):
         import torch
 
         self.src_device, self.dst_device = src_device, dst_device

@@ -5,7 +5,19 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from .matrices import P2P_STATES, P2P_TEXT, UNIT_TEXT, as_source, diagonal, link_label, matrix, median_off_diagonal, metrics, off_diagonal
+from .matrices import (
+    P2P_STATES,
+    P2P_TEXT,
+    UNIT_TEXT,
+    as_source,
+    diagonal,
+    link_label,
+    matrix,
+    median_off_diagonal,
+    metrics,
+    off_diagonal,
+)
+
 
 def summary_row(data) -> dict:
     """One line per system: medians over GPU pairs (off-diagonal) of every matrix it has."""
@@ -39,9 +51,18 @@ def link_summary(data):
         for i, j, v in off_diagonal(m):
             groups.setdefault(link_label(topo, i, j) or "?", []).append(v)
         for label, vals in groups.items():
-            out.append({"link": label, "matrix": kind, "p2p": p2p, "pairs": len(vals),
-                        "median": float(np.median(vals)), "min": min(vals), "max": max(vals),
-                        "unit": UNIT_TEXT[kind]})
+            out.append(
+                {
+                    "link": label,
+                    "matrix": kind,
+                    "p2p": p2p,
+                    "pairs": len(vals),
+                    "median": float(np.median(vals)),
+                    "min": min(vals),
+                    "max": max(vals),
+                    "unit": UNIT_TEXT[kind],
+                }
+            )
     # a one-GPU system (a profile recorded on one GPU) has no pair: an empty table, still with its columns
     return pd.DataFrame(out, columns=["link", "matrix", "p2p", "pairs", "median", "min", "max", "unit"])
 
@@ -62,10 +83,18 @@ def systems_table(sources: Sequence):
     for d in sources:
         src = as_source(d)
         meta = getattr(d, "meta", {}) or {}
-        rows.append({"dataset": src.name, "system": short_name(src), "GPUs": meta.get("gpu_count"),
-                     "interconnect": meta.get("interconnect", ""), "topology": "yes" if src.topology_text else "no",
-                     "matrices": len(metrics(src.frame)), "quality": meta.get("quality", ""),
-                     "source": src.label.split(" — ", 1)[-1]})
+        rows.append(
+            {
+                "dataset": src.name,
+                "system": short_name(src),
+                "GPUs": meta.get("gpu_count"),
+                "interconnect": meta.get("interconnect", ""),
+                "topology": "yes" if src.topology_text else "no",
+                "matrices": len(metrics(src.frame)),
+                "quality": meta.get("quality", ""),
+                "source": src.label.split(" — ", 1)[-1],
+            }
+        )
     return pd.DataFrame(rows)
 
 
