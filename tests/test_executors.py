@@ -1,52 +1,105 @@
-"""Every notebook runs as committed under executors a user would pick, with no labkit variable set.
+"""Every notebook runs as committed under executors a user would pick, with no labkit variable set —
+and the rendered site built from those runs loads in a browser with its figures.
 
 The reference-mode tests (test_nbNN.py, through conftest's `run_nb`) execute each notebook with the
 `papermill` command line; this file executes each one again with `jupyter nbconvert --execute`. Both
 run in a clean environment with a time bound (tests/executors.py): before labkit.widgets detected the
 missing front end, notebooks 01, 04 and 06 hung for ever under plain papermill (jupyter/nbclient#312).
+The same executed copies then become the static site (`labkit.site`, what `labkit site` publishes),
+so the site is checked without executing anything twice.
 """
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 
+import browser_helpers as bh
 import nbformat
 import pytest
 from executors import nbconvert_execute
 
+from labkit import site
 from labkit.notebooks import NOTEBOOKS, find_notebook
 
 pytestmark = pytest.mark.notebook
 
 
-def test_every_notebook_runs_under_nbconvert_without_labkit_variables(tmp_path):
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The six notebooks executed by nbconvert (reference mode, quick), two kernels at a time."""
+    root = tmp_path_factory.mktemp("nbconvert")
+
     def run(name):
-        results = tmp_path / f"{name}.results.json"
+        results = root / f"{name}.results.json"
         executed = nbconvert_execute(
-            find_notebook(name), tmp_path / name, {"mode": "reference", "quick": True, "results_path": str(results)}
+            find_notebook(name), root / "executed", {"mode": "reference", "quick": True, "results_path": str(results)}
         )
         return name, executed, results
 
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two kernels at a time: two cores
-        runs = list(pool.map(run, NOTEBOOKS))
-    for name, executed, results in runs:
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores
+        return root, list(pool.map(run, NOTEBOOKS))
+
+
+def test_every_notebook_runs_under_nbconvert_without_labkit_variables(executed):
+    _, runs = executed
+    for name, path, results in runs:
         assert results.exists(), f"{name} under nbconvert wrote no results JSON"
         summary = json.loads(results.read_text())
         assert summary["all_checks_passed"], f"{name} under nbconvert: {summary['checks']}"
-        nb = nbformat.read(str(executed), as_version=4)
-        errors = [
-            o
-            for c in nb.cells
-            if c.cell_type == "code"
-            for o in c.get("outputs", [])
-            if o.get("output_type") == "error"
-        ]
+        nb = nbformat.read(str(path), as_version=4)
+        outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+        errors = [o for o in outputs if o.get("output_type") == "error"]
         assert not errors, f"{name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
         # the widgets saw no front end: static views, no ipywidgets models left in the notebook
-        views = [
-            o
-            for c in nb.cells
-            if c.cell_type == "code"
-            for o in c.get("outputs", [])
-            if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-        ]
+        views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         assert not views, f"{name}: {len(views)} live widget views under a batch executor"
+
+
+def test_the_site_has_every_notebook_with_its_sections_and_figures(executed, tmp_path):
+    root, runs = executed
+    pages = site.build_site(tmp_path / "site", executed_dir=root / "executed", progress=lambda *_: None)
+    assert [p.notebook for p in pages] == list(NOTEBOOKS)
+    manifest = json.loads((tmp_path / "site" / "site.json").read_text())
+    assert [p["notebook"] for p in manifest["pages"]] == list(NOTEBOOKS)
+    index = (tmp_path / "site" / "index.html").read_text()
+    for p in pages:
+        nb = nbformat.read(str(root / "executed" / f"{p.notebook}.ipynb"), as_version=4)
+        images = sum(
+            "image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+        )
+        assert p.figures == images > 0, f"{p.notebook}: {p.figures} figures on the page, {images} in the notebook"
+        assert len(p.sections) >= 5 and p.title, p
+        assert f'href="{p.file}"' in index
+        for anchor, _ in p.sections:  # the table of contents links to anchors that exist
+            assert f'href="{p.file}#{anchor}"' in index
+            assert f'id="{anchor}"' in (tmp_path / "site" / p.file).read_text()
+
+
+def test_every_site_page_loads_in_chromium_with_its_figures(executed, tmp_path):
+    browser = bh.find_browser()
+    if browser is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no Chromium in CI (.ci/run installs Debian's chromium)")
+        pytest.skip("no Chromium here (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    root, _ = executed
+    out = tmp_path / "site"
+    pages = site.build_site(out, executed_dir=root / "executed", progress=lambda *_: None)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=browser, headless=True, args=bh.CHROMIUM_ARGS)
+        try:
+            page = b.new_page()
+            page.route("http*://**", lambda route: route.abort())  # offline: CDN scripts (MathJax) fail fast
+            page.goto((out / "index.html").as_uri())
+            links = page.eval_on_selector_all("ol.path a[href$='.html']", "els => els.map(e => e.getAttribute('href'))")
+            assert links == [p.file for p in pages]
+            for p in pages:
+                page.goto((out / p.file).as_uri(), wait_until="load")
+                shown = page.eval_on_selector_all(
+                    "img[src^='data:image']", "els => els.filter(e => e.complete && e.naturalWidth > 100).length"
+                )
+                assert shown == p.figures > 0, f"{p.file}: {shown} of {p.figures} figures drawn"
+                assert page.locator("nav.labkit-nav a[href='index.html']").count() == 1
+        finally:
+            b.close()
