@@ -9,5 +9,5 @@ PY=${PYTHON:-python3}
 if [ -n "${LABKIT_TORCH_SPEC:-}" ]; then
   .venv/bin/python -m pip install -q "$LABKIT_TORCH_SPEC"
 fi
-.venv/bin/python -m pip install -q -e '.[lab]'
+.venv/bin/python -m pip install -q -e '.[lab,run]'
 exec .venv/bin/jupyter lab --ServerApp.ip=127.0.0.1 --notebook-dir=notebooks "$@"

@@ -21,7 +21,7 @@ def test_wheel_install_finds_data_and_notebooks(tmp_path):
         timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    (wheel,) = wheels.glob("labkit-*.whl")
+    (wheel,) = wheels.glob("labkit_workbook-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("labkit/_data/") and n.endswith(".meta.json") for n in names)
     assert any(n.startswith("labkit/_notebooks/") and n.endswith(".ipynb") for n in names)
