@@ -41,7 +41,7 @@ CORE = (
 #: Topics: one subpackage per thing a notebook reads.
 TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy")
 #: Tools: the command line and what it drives.
-TOOLS = ("cli", "benches", "record", "compare", "student", "soak", "notebooks", "doctor")
+TOOLS = ("cli", "__main__", "benches", "record", "compare", "student", "soak", "notebooks", "doctor", "site")
 #: Compatibility for old import paths (one release); only labkit/__init__ and the topic packages' __init__ import it.
 COMPAT = ("_moved",)
 #: Topic → topics it may import (a DAG: checked for cycles too). Everything else two topics share is core.
