@@ -1,7 +1,7 @@
 """The experiments `labkit bench NAME` and `labkit record` run, and the one convention their modules follow.
 
-An experiment is one module (CONTRIBUTING.md, "Adding an experiment"; the smallest one to copy is
-labkit/copies/bench_host.py) that defines:
+An experiment is one module (CONTRIBUTING.md, "Adding an experiment"; the one to copy is
+labkit/copies/bench_fidelity.py) that defines:
 
     add_arguments(parser)            the flags of `labkit bench NAME` (argparse)
     bench(args) -> iterable of dict  one JSON-able record per measurement (`--json` prints one per line)

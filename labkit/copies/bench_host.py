@@ -1,10 +1,4 @@
-"""`labkit bench host`: the host-memory copy sweep (any CPU) — the smallest experiment, the one to copy.
-
-The convention every `labkit bench NAME` follows (labkit.benches; CONTRIBUTING.md, "Adding an
-experiment"): `add_arguments(parser)` declares the flags, `bench(args)` yields one JSON-able record per
-measurement; `record(folder, quick, env)` (here: in bench_copy, which records host and GPU sweeps
-together) writes datasets for `labkit record`.
-"""
+"""`labkit bench host`: the host-memory copy sweep (any CPU); `labkit record` records it with the GPU's (bench_copy)."""
 
 from __future__ import annotations
 
