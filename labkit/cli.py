@@ -1,4 +1,4 @@
-"""The `labkit` command: doctor, bench, record, ref, run, model."""
+"""The `labkit` command: doctor, bench, record, ref, run, site, notebooks, model, compare, student."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from . import __version__, benches, doctor, reference
 from .benches import BENCHES
 from .compare import compare, save_figures
 from .models import allreduce_time
-from .notebooks import run_notebooks
+from .notebooks import copy_notebooks, run_notebooks
 from .record import record
+from .site import build_site
 from .student import build
 from .system import environment
 from .units import format_time, parse_size
@@ -166,6 +167,18 @@ def cmd_student(args) -> int:
     return 0
 
 
+def cmd_notebooks(args) -> int:
+    for path in copy_notebooks(args.out, force=args.force):
+        print(f"notebook: {path}")
+    return 0
+
+
+def cmd_site(args) -> int:
+    pages = build_site(args.out, executed_dir=args.executed, quick=args.quick, timeout=args.timeout)
+    print(f"site: {len(pages)} pages, {sum(p.figures for p in pages)} figures -> {args.out}/index.html")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="labkit", description="Measure and learn how data moves between CPUs and GPUs.")
     p.add_argument("--version", action="version", version=f"labkit {__version__}")
@@ -241,6 +254,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
     c.add_argument("--plot", metavar="FILE.png", help="save the figure (one per kind: FILE_<kind>.png)")
     c.set_defaults(func=cmd_compare)
+
+    nb = sub.add_parser("notebooks", help="copy the six notebooks (instructor edition) into a folder")
+    nb.add_argument("--out", required=True, help="folder for the copies")
+    nb.add_argument("--force", action="store_true", help="overwrite notebooks already in that folder")
+    nb.set_defaults(func=cmd_notebooks)
+
+    si = sub.add_parser("site", help="build the static website: every notebook executed and exported to HTML")
+    si.add_argument("--out", required=True, help="folder for the site (index.html and one page per notebook)")
+    si.add_argument("--quick", action="store_true", help="smaller live CPU sweeps")
+    si.add_argument("--executed", help="use already-executed notebooks from this folder instead of running them")
+    si.add_argument("--timeout", type=int, default=1800, help="seconds per cell before giving up")
+    si.set_defaults(func=cmd_site)
 
     st = sub.add_parser("student", help="write the student edition: notebooks with the solutions removed")
     st.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all)")

@@ -40,6 +40,42 @@ def available() -> list[Path]:
     return [p for p in sorted(notebooks_dir().glob("*.ipynb"))]
 
 
+#: What `labkit run` / `labkit site` need beyond labkit's core (the `[run]` extra).
+RUN_EXTRA_HINT = "pip install 'labkit-workbook[run]'  (papermill, nbconvert and a Jupyter kernel)"
+
+
+def require_executor():
+    """papermill, imported; a clear error naming the extra when the executor stack is not installed."""
+    try:
+        import nbconvert  # noqa: F401 - the HTML export needs it too
+        import papermill
+    except ImportError as e:
+        raise RuntimeError(f"executing notebooks needs {e.name}, which is not installed: {RUN_EXTRA_HINT}") from None
+    return papermill
+
+
+def copy_notebooks(out_dir, *, force: bool = False) -> list[Path]:
+    """Copy the six instructor notebooks (as shipped, without outputs) into `out_dir`; return the copies.
+
+    Refuses to overwrite a notebook that is already there unless `force` (it may hold a learner's work).
+    """
+    import shutil
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sources = available()
+    clash = [out / p.name for p in sources if (out / p.name).exists()]
+    if clash and not force:
+        raise FileExistsError(
+            f"{clash[0]} exists (it may hold your work); pass --force to overwrite, or pick another --out"
+        )
+    copies = []
+    for src in sources:
+        shutil.copyfile(src, out / src.name)
+        copies.append(out / src.name)
+    return copies
+
+
 def run_notebook(
     path,
     out_dir,
@@ -52,7 +88,7 @@ def run_notebook(
     extra_parameters: dict | None = None,
 ) -> dict:
     """Execute one notebook; returns {notebook, ok, seconds, output, results, error}."""
-    import papermill as pm
+    pm = require_executor()
 
     path = Path(path)
     out_dir = Path(out_dir)
