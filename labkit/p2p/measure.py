@@ -240,6 +240,7 @@ def measure(
     devices = [int(d) for d in devices]
     if not devices:
         require_cuda("labkit.p2p.measure.measure", hint=NO_GPU_HINT)
+        raise ValueError("no devices to measure: name at least one CUDA device index")
     bad = [k for k in kinds if k not in KINDS or k == "latency_cpu"]
     if bad:
         raise ValueError(f"cannot measure {bad}; choose from bandwidth_uni, bandwidth_bi, latency_gpu")
