@@ -13,7 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-SCHEMA_VERSION = 1
+#: 2: kind collective_sweep (nccl-tests sweeps of every collective, with an `op` column) and an
+#: optional `op` column on allreduce_sweep (only 'all_reduce'). Files of version 1 load unchanged.
+SCHEMA_VERSION = 2
 
 META_FIELDS = (
     "schema_version",
@@ -39,23 +41,22 @@ QUALITIES = ("A", "B", "C")
 PROVENANCES = ("recorded", "measured")
 BANDWIDTH_DIRECTIONS = ("unidirectional", "bidirectional", "aggregate", "mixed", "none")
 
+#: Collectives nccl-tests measures (`<op>_perf` binaries) and labkit.collectives names.
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "alltoallv",
+                  "sendrecv", "hypercube", "gather", "scatter")
+_SWEEP_NUMERIC = ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps")
+
 # kind -> (required columns, numeric columns, allowed values for categorical columns)
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, tuple[str, ...]]]] = {
-    "copy_sweep": (
-        ("direction", "memory", "nbytes", "bandwidth_GBps"),
-        ("nbytes", "bandwidth_GBps", "time_s"),
-        {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")},
-    ),
-    "p2p_matrix": (
-        ("matrix", "p2p", "src", "dst"),
-        ("src", "dst", "bandwidth_GBps", "latency_us"),
-        {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"), "p2p": ("enabled", "disabled")},
-    ),
-    "allreduce_sweep": (
-        ("nbytes", "world_size", "nodes", "config"),
-        ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps"),
-        {},
-    ),
+    "copy_sweep": (("direction", "memory", "nbytes", "bandwidth_GBps"),
+                   ("nbytes", "bandwidth_GBps", "time_s"),
+                   {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")}),
+    "p2p_matrix": (("matrix", "p2p", "src", "dst"),
+                   ("src", "dst", "bandwidth_GBps", "latency_us"),
+                   {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"),
+                    "p2p": ("enabled", "disabled")}),
+    "allreduce_sweep": (("nbytes", "world_size", "nodes", "config"), _SWEEP_NUMERIC, {"op": ("all_reduce",)}),
+    "collective_sweep": (("op", "nbytes", "world_size", "nodes", "config"), _SWEEP_NUMERIC, {"op": COLLECTIVE_OPS}),
     "latency_table": (("op", "world_size", "config", "time_us"), ("world_size", "nbytes", "time_us"), {}),
     "point": (("quantity", "value", "unit", "bandwidth_direction"), ("value",), {}),
     "overlap_run": (("scenario", "event", "stream", "start_s", "end_s"), ("start_s", "end_s"), {}),
@@ -188,6 +189,8 @@ def validate_frame(frame, meta: dict, where: Path) -> "object":
             except (ValueError, TypeError) as e:
                 raise DatasetError(f"{where}: column {col!r} holds a value that is not a number ({e})") from None
     for col, values in allowed.items():
+        if col not in frame.columns:  # an optional categorical column (allreduce_sweep's op)
+            continue
         bad = set(frame[col].dropna().unique()) - set(values)
         if bad:
             raise DatasetError(f"{where}: column {col!r} has {sorted(bad)}; expected one of {values}")
