@@ -83,6 +83,7 @@ class LogDataset:
         """Meta for `labkit.reference.write_dataset`: what the log states, then `given` (system,
         source, quality, ...) over it. Fields neither gives stay empty so writing names them."""
         meta = {k: self.meta.get(k, "") for k in STATED_META}
+        meta["software"] = meta["software"] or "not recorded"  # data/README.md's word for an absent one
         meta.update({k: v for k, v in self.meta.items() if k not in meta and k in ("topology", "nbytes")})
         meta.setdefault("provenance", "recorded")
         meta["kind"] = self.kind or ""

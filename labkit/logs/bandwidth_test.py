@@ -51,12 +51,14 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
     runs, skipped = [], []
     cur = _new(0)
     table = None  # (direction, memory, unit, line) of the table being read
+    command = None  # a command line seen since the last run's rows: it started the next run
     for ln in lines:
         t = ln.text
         if _BANNER.search(t):
             if cur["rows"] or cur["device_names"]:
                 runs.append(cur)
             cur, table = _new(ln.no, banner=True), None
+            cur["command"], command = command, None
             continue
         if m := _KIND.match(t):
             table = {"direction": _DIRECTION[m.group(1)], "devices": int(m.group(2)), "memory": None,
@@ -92,6 +94,8 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                                     "bandwidth_GBps": toks[1], "time_s": None})
                 cur["devices_used"].add(table["devices"])
                 cur["last"] = ln.no
+                if cur["command"] is None and command is not None:  # a run whose banner the page left out
+                    cur["command"], command = command, None
             continue
         if table is not None and toks and is_integer(toks[0]) and table["unit"]:
             skipped.append(Skipped(ln.no, ln.raw, f"{len(toks)} columns in a size/bandwidth table (expected 2)"))
@@ -105,7 +109,7 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
         elif "Cumulative Bandwidth to be computed from all the devices" in t:
             cur["cumulative"] = True
         elif "bandwidthTest" in t and ("--" in t or "./" in t):
-            cur["command"] = t
+            command = t
     if cur["rows"]:
         runs.append(cur)
     return [_dataset(r, k) for k, r in enumerate(runs)], skipped

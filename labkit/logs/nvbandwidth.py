@@ -150,13 +150,14 @@ def _grid(lines: list[Line], i: int) -> tuple[int, list[list[str]], list[Skipped
             problems.append(Skipped(lines[i].no, lines[i].raw, f"matrix row with {len(toks) - 1} values for {ncols} "
                                                                "columns"))
         else:
-            grid.append(toks[1:])
+            grid.append(toks)  # the printed row label first: a skipped row must not shift the others
         i += 1
     return i, grid, problems
 
 
 def _datasets(testcase: str, desc: str, grid: list[list[str]], sums: dict, head: dict, lines: tuple):
-    """The dataset(s) one printed matrix gives, or a reason it gives none."""
+    """The dataset(s) one printed matrix gives (grid rows: printed label, then the values), or a
+    reason it gives none."""
     import pandas as pd
 
     engine = "sm" if " SM " in f" {desc} " else "ce"
@@ -172,7 +173,7 @@ def _datasets(testcase: str, desc: str, grid: list[list[str]], sums: dict, head:
         frame = pd.DataFrame(rows, columns=list(P2P_COLUMNS))
         dirs = set(frame["bandwidth_direction"])
         meta["bandwidth_direction"] = dirs.pop() if len(dirs) == 1 else "mixed"
-        meta["gpu_count"] = len(grid)
+        meta["gpu_count"] = meta["gpu_count"] or len(grid[0]) - 1
         return [LogDataset(TOOL, "p2p_matrix", frame, meta, lines, label)]
     if key not in HOST or len(grid) != 1:
         return f"testcase {testcase!r} ({desc}) is not one this reader knows how to tag; not read"
@@ -180,8 +181,9 @@ def _datasets(testcase: str, desc: str, grid: list[list[str]], sums: dict, head:
     frame = pd.DataFrame([{"quantity": f"nvbandwidth {testcase}, GPU {j}: {what}", "value": v, "unit": unit,
                            "bandwidth_direction": direction, "note": f"printed matrix '{desc}', column {j}",
                            "testcase": testcase, "gpu": j}
-                          for j, v in enumerate(grid[0]) if v != "N/A"], columns=list(POINT_COLUMNS))
+                          for j, v in enumerate(grid[0][1:]) if v != "N/A"], columns=list(POINT_COLUMNS))
     meta["bandwidth_direction"] = direction
+    meta["gpu_count"] = meta["gpu_count"] or len(grid[0]) - 1  # one column per GPU
     return [LogDataset(TOOL, "point", frame, meta, lines, label)]
 
 
@@ -202,7 +204,8 @@ def _p2p_rows(testcase: str, engine: str, unit: str, qual, grid: list[list[str]]
     # data direction: read and the '1' copies flow column -> row; write and the '2' copies row -> column
     col_to_row = (qual in ("Read1", "Write1")) or (qual is None and rw == "read")
     rows = []
-    for r, vals in enumerate(grid):
+    for label, *vals in grid:
+        r = int(label)
         for c, v in enumerate(vals):
             if r == c or v == "N/A":
                 continue
@@ -255,7 +258,8 @@ def _parse_json(lines: list[Line], k: int) -> tuple[list[LogDataset], list[Skipp
         if status != "Passed" or "bandwidth_matrix" not in tc:
             head["waived"].append(name) if status == "Waived" else None
             continue
-        desc, grid = tc.get("bandwidth_description", "").strip(), [list(map(str, r)) for r in tc["bandwidth_matrix"]]
+        desc = tc.get("bandwidth_description", "").strip()
+        grid = [list(map(str, r)) for r in tc["bandwidth_matrix"]]
         blocks = _split_json(name, desc, grid)
         for qual_desc, block in blocks:
             ds = _datasets(name, qual_desc, block, {"SUM": str(tc.get("sum"))}, head, (lines[k].no, lines[-1].no))
@@ -271,7 +275,8 @@ def _split_json(name: str, desc: str, grid: list[list[str]]) -> list[tuple[str, 
     last description (json_output.cpp addTestcaseResults): a v0.6+ bidirectional GPU test holds
     Read1/Read2/Total (or Write1/Write2/Total) one after the other; split them back in that order."""
     n = len(grid[0]) if grid else 0
+    labelled = lambda rows: [[str(k), *r] for k, r in enumerate(rows)]  # noqa: E731 (rows are 0..n-1 in JSON)
     if "GPU(row)" in desc and n and len(grid) == 3 * n and "Total" in desc:
         names = ("Read1", "Read2", "Total") if "_read" in name else ("Write1", "Write2", "Total")
-        return [(desc.replace("Total", q), grid[b * n:(b + 1) * n]) for b, q in enumerate(names)]
-    return [(desc, grid)]
+        return [(desc.replace("Total", q), labelled(grid[b * n:(b + 1) * n])) for b, q in enumerate(names)]
+    return [(desc, labelled(grid))]
