@@ -77,6 +77,8 @@ def test_reads_variant_direction_and_options():
     assert lambda_.meta["gpu_count"] == 8 and dgx2.meta["gpu_count"] == 16
     assert lambda_.meta["gpu"] == "TITAN RTX" and "--p2p_read" in lambda_.meta["options"]
     assert len(lambda_.meta["peer_access"]) == 56 and not any(ok for *_, ok in lambda_.meta["peer_access"])
+    conn = lambda_.meta["connectivity"]  # printed 1 only on the diagonal: no GPU reaches a peer
+    assert [conn[i][j] for i in range(8) for j in range(8)] == [int(i == j) for i in range(8) for j in range(8)]
     # printed '(P2P Reads)' row 0: '0 550.50 9.96 11.37 ...': GPU 0 reads from GPU 1, so the data flows 1 -> 0
     reads = _cell(lambda_, matrix="bandwidth_uni", p2p="enabled", mode="read", src=1, dst=0)
     writes = _cell(lambda_, matrix="bandwidth_uni", p2p="enabled", mode="write", src=0, dst=1)

@@ -71,6 +71,9 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             cur["rows"] += rows
             cur["last"] = lines[i - 1].no if i else ln.no
             continue
+        elif t.startswith("P2P Connectivity Matrix"):
+            i, cur["connectivity"] = _connectivity(lines, i + 1)
+            continue
         else:
             for dm in _DEVICE.finditer(t):
                 cur["devices"].append({"index": int(dm.group(1)), "gpu": dm.group(2).strip(),
@@ -87,7 +90,7 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
 
 def _new_run(first: int) -> dict:
     return {"first": first, "last": first, "titles": set(), "rows": [], "n": 0, "devices": [], "access": [],
-            "command": None}
+            "command": None, "connectivity": None}
 
 
 def _start(runs: list, cur: dict, first: int) -> dict:
@@ -146,6 +149,17 @@ def _matrix(lines: list[Line], i: int, title: re.Match) -> tuple[int, list[dict]
     return i, rows, problems
 
 
+def _connectivity(lines: list[Line], i: int) -> tuple[int, list[list[int]] | None]:
+    """The 0/1 'P2P Connectivity Matrix' (cudaDeviceCanAccessPeer, 1 on the diagonal) as printed."""
+    rows = []
+    if i < len(lines) and lines[i].tokens[:1] == ["D\\D"]:
+        i += 1
+        while i < len(lines) and lines[i].tokens and all(t in "01" or t.isdigit() for t in lines[i].tokens):
+            rows.append([int(t) for t in lines[i].tokens[1:]])
+            i += 1
+    return i, rows or None
+
+
 def _what(block: str, direction) -> str:
     return {"bandwidth_uni": "unidirectional bandwidth", "bandwidth_bi": "bidirectional bandwidth",
             "latency_gpu": "latency (GPU)", "latency_cpu": "latency (CPU)"}.get(block, block)
@@ -185,6 +199,7 @@ def _dataset(run: dict, topology: str | None, index: int) -> LogDataset:
     n = len(run["devices"]) or run["n"]
     m = re.search(r"--numElems=(\d+)", run["command"] or "")
     meta = {"tool": TOOL, "devices": run["devices"], "peer_access": run["access"], "command": run["command"],
+            "connectivity": run["connectivity"],
             "options": re.findall(r"--\w+(?:=\S+)?", run["command"] or ""),
             "gpu": " / ".join(names), "gpu_count": n, "nodes": 1, "software": "cuda-samples p2pBandwidthLatencyTest",
             "method": "cuda-samples p2pBandwidthLatencyTest" + (" " + " ".join(re.findall(r"--\w+(?:=\S+)?",
