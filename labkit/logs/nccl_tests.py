@@ -91,7 +91,7 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
     datasets, skipped = [], []
     pre = _Preamble()
     run: _Run | None = None
-    pending = {"names": None, "titled": False, "units": None}
+    titled = False  # an 'out-of-place  in-place' title line came just before the header
 
     def close():
         nonlocal run, pre
@@ -109,11 +109,10 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             continue
         if names := _header_names(t):
             close()
-            pending = {"names": names, "titled": pending["titled"], "units": None}
-            run = _Run(ln.no, names, pending["titled"], None, t.lstrip("#").split())
+            run, titled = _Run(ln.no, names, titled, None, t.lstrip("#").split()), False
             continue
         if "out-of-place" in t and t.startswith("#"):
-            pending["titled"] = True
+            titled = True
             continue
         if t.startswith("#") and "(B)" in t:
             bad = [u for u in t.lstrip("#").split() if u not in UNITS]
