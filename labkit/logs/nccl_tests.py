@@ -325,6 +325,7 @@ def _dataset(run: _Run, pre: _Preamble, index: int) -> LogDataset:
             "env_differs_between_ranks": sorted(pre.varies),
             "command": pre.command, "avg_busbw_printed": run.avg, "out_of_bounds_printed": run.oob,
             "elided_lines": run.elided, "rank_lines_complete": complete,
+            "time_column": "cputime (host-timed, -C 1)" if run.names and "cputime" in run.names else "time",
             "gpu": " / ".join(gpus), "gpu_count": len(ranks) if complete else "",
             "nodes": len(hosts) if complete else "", "software": software,
             "method": " ".join(s for s in ("nccl-tests", pre.program or "", _flags(pre.command)) if s),
