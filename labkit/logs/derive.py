@@ -21,6 +21,8 @@ import os
 import re
 from pathlib import Path
 
+from . import parse_log
+
 RECIPES_FILE = "recipes.json"
 #: The last line of the `#` source header the raw files carry (see data/raw/README.md).
 _HEADER_END = re.compile(r"^#\s*RAW DATA\b")
@@ -45,7 +47,6 @@ def derive(recipe: dict, raw_dir: str | os.PathLike):
     """The dataset a recipe describes: (frame, [LogDataset parts])."""
     import pandas as pd
 
-    from . import parse_log
 
     parsed = parse_log(log_text(Path(raw_dir) / recipe["raw"]), format=recipe["format"])
     tables = list(parsed)
