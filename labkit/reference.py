@@ -42,19 +42,33 @@ PROVENANCES = ("recorded", "measured")
 BANDWIDTH_DIRECTIONS = ("unidirectional", "bidirectional", "aggregate", "mixed", "none")
 
 #: Collectives nccl-tests measures (`<op>_perf` binaries) and labkit.collectives names.
-COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "alltoallv",
-                  "sendrecv", "hypercube", "gather", "scatter")
+COLLECTIVE_OPS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "alltoallv",
+    "sendrecv",
+    "hypercube",
+    "gather",
+    "scatter",
+)
 _SWEEP_NUMERIC = ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps")
 
 # kind -> (required columns, numeric columns, allowed values for categorical columns)
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, tuple[str, ...]]]] = {
-    "copy_sweep": (("direction", "memory", "nbytes", "bandwidth_GBps"),
-                   ("nbytes", "bandwidth_GBps", "time_s"),
-                   {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")}),
-    "p2p_matrix": (("matrix", "p2p", "src", "dst"),
-                   ("src", "dst", "bandwidth_GBps", "latency_us"),
-                   {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"),
-                    "p2p": ("enabled", "disabled")}),
+    "copy_sweep": (
+        ("direction", "memory", "nbytes", "bandwidth_GBps"),
+        ("nbytes", "bandwidth_GBps", "time_s"),
+        {"direction": ("h2d", "d2h", "d2d", "host"), "memory": ("pinned", "pageable", "device", "host")},
+    ),
+    "p2p_matrix": (
+        ("matrix", "p2p", "src", "dst"),
+        ("src", "dst", "bandwidth_GBps", "latency_us"),
+        {"matrix": ("bandwidth_uni", "bandwidth_bi", "latency_gpu", "latency_cpu"), "p2p": ("enabled", "disabled")},
+    ),
     "allreduce_sweep": (("nbytes", "world_size", "nodes", "config"), _SWEEP_NUMERIC, {"op": ("all_reduce",)}),
     "collective_sweep": (("op", "nbytes", "world_size", "nodes", "config"), _SWEEP_NUMERIC, {"op": COLLECTIVE_OPS}),
     "latency_table": (("op", "world_size", "config", "time_us"), ("world_size", "nbytes", "time_us"), {}),

@@ -48,12 +48,15 @@ def test_dataset_equals_what_its_raw_log_says(recipe):
     diff = got.values != committed.values
     if diff.any():
         r, c = (int(x[0]) for x in diff.nonzero())
-        pytest.fail(f"CSV line {r + 2}, column {committed.columns[c]!r}: committed {committed.iat[r, c]!r}, "
-                    f"the log says {got.iat[r, c]!r}")
+        pytest.fail(
+            f"CSV line {r + 2}, column {committed.columns[c]!r}: committed {committed.iat[r, c]!r}, "
+            f"the log says {got.iat[r, c]!r}"
+        )
 
 
-@pytest.mark.parametrize("recipe", [r for r in RECIPES if r["format"] == "p2pbandwidthlatencytest"],
-                         ids=lambda r: r["dataset"][:50])
+@pytest.mark.parametrize(
+    "recipe", [r for r in RECIPES if r["format"] == "p2pbandwidthlatencytest"], ids=lambda r: r["dataset"][:50]
+)
 def test_topology_in_meta_is_the_logs_block(recipe):
     want = reference.load(recipe["dataset"]).meta.get("topology")
     _, parts = derive(recipe, RAW)
@@ -69,8 +72,10 @@ def test_every_raw_sourced_dataset_is_derived_or_says_why():
     from_raw = {n for n in reference.list_datasets() if reference.load(n).meta["source_file"] in raw_files}
     assert derived <= from_raw, f"recipes for datasets not sourced from data/raw: {derived - from_raw}"
     assert not derived & set(NOT_DERIVED), "a dataset is both derived and listed as not derived"
-    assert from_raw == derived | set(NOT_DERIVED), (f"no recipe and no reason: {sorted(from_raw - derived - set(NOT_DERIVED))}; "
-                                                    f"stale reasons: {sorted(set(NOT_DERIVED) - from_raw)}")
+    assert from_raw == derived | set(NOT_DERIVED), (
+        f"no recipe and no reason: {sorted(from_raw - derived - set(NOT_DERIVED))}; "
+        f"stale reasons: {sorted(set(NOT_DERIVED) - from_raw)}"
+    )
     assert all(len(why) > 20 for why in NOT_DERIVED.values())
 
 

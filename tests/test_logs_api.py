@@ -19,11 +19,20 @@ from labkit.logs.derive import as_text
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 PACKAGE = Path(__file__).resolve().parents[1] / "labkit" / "logs"
-TOOL_OF = {"nccl": "nccl-tests", "paste_nccl": "nccl-tests", "malformed_nccl": "nccl-tests",
-           "nvbandwidth": "nvbandwidth", "malformed_nvbandwidth": "nvbandwidth",
-           "bandwidthtest": "bandwidthtest", "malformed_bandwidthtest": "bandwidthtest",
-           "p2p": "p2pbandwidthlatencytest", "malformed_p2p": "p2pbandwidthlatencytest"}
-TEXT_FIXTURES = [p for p in sorted(LOGS.iterdir()) if p.suffix != ".gz" and p.name not in ("README.md", "malformed_empty.txt")]
+TOOL_OF = {
+    "nccl": "nccl-tests",
+    "paste_nccl": "nccl-tests",
+    "malformed_nccl": "nccl-tests",
+    "nvbandwidth": "nvbandwidth",
+    "malformed_nvbandwidth": "nvbandwidth",
+    "bandwidthtest": "bandwidthtest",
+    "malformed_bandwidthtest": "bandwidthtest",
+    "p2p": "p2pbandwidthlatencytest",
+    "malformed_p2p": "p2pbandwidthlatencytest",
+}
+TEXT_FIXTURES = [
+    p for p in sorted(LOGS.iterdir()) if p.suffix != ".gz" and p.name not in ("README.md", "malformed_empty.txt")
+]
 
 
 def _tool(path: Path) -> str:
@@ -36,18 +45,25 @@ def test_detect_format_names_the_tool(path):
 
 
 def test_a_file_with_two_tools_gives_both_in_order():
-    text = (Path(__file__).resolve().parents[1] / "data" / "raw" /
-            "nccl_all_reduce_perf_and_p2p__4xRTX5090_PCIeGen5_noP2P__nccltests_issue287.txt").read_text()
+    text = (
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "raw"
+        / "nccl_all_reduce_perf_and_p2p__4xRTX5090_PCIeGen5_noP2P__nccltests_issue287.txt"
+    ).read_text()
     assert detect_formats(text) == ["nccl-tests", "p2pbandwidthlatencytest"]
     parsed = parse_log(text)
     assert [d.tool for d in parsed] == ["nccl-tests", "p2pbandwidthlatencytest"]
     assert [d.kind for d in parse_log(text, format="p2p")] == ["p2p_matrix"]
 
 
-@pytest.mark.parametrize("fixture,line,words", [
-    ("malformed_empty.txt", 1, "empty input"),
-    ("malformed_binary_gzip_of_nccl_log.gz", 1, "binary data"),
-])
+@pytest.mark.parametrize(
+    "fixture,line,words",
+    [
+        ("malformed_empty.txt", 1, "empty input"),
+        ("malformed_binary_gzip_of_nccl_log.gz", 1, "binary data"),
+    ],
+)
 def test_unreadable_files_raise_one_clear_error(fixture, line, words):
     with pytest.raises(LogFormatError) as e:
         parse_log(LOGS / fixture)
@@ -55,8 +71,11 @@ def test_unreadable_files_raise_one_clear_error(fixture, line, words):
 
 
 def test_text_of_no_known_tool_names_its_first_line():
-    with pytest.raises(LogFormatError, match=r"line 3: no nccl-tests, nvbandwidth, bandwidthTest or "
-                                             r"p2pBandwidthLatencyTest output found \(first line: 'hello'\)"):
+    with pytest.raises(
+        LogFormatError,
+        match=r"line 3: no nccl-tests, nvbandwidth, bandwidthTest or "
+        r"p2pBandwidthLatencyTest output found \(first line: 'hello'\)",
+    ):
         parse_log("\n\nhello\nworld\n")
 
 
@@ -73,19 +92,28 @@ def test_model_required_columns_agree_with_reference_kinds():
         assert reference.KINDS[kind][0] == required, kind
 
 
-@pytest.mark.parametrize("fixture,fill", [
-    ("nccl_ncclebpf_socket_thread_validation.md", {}),  # config = the NCCL_* variables of its command
-    ("nccl_superbench_broadcast.log", {"op": "broadcast", "config": "default"}),
-    ("nvbandwidth_xe9780_7xb300_v0.10.log", {}),
-    ("bandwidthtest_jdh4_a100pcie_range.md", {}),
-    ("p2p_wohlbier_titanrtx_v100_reads.md", {}),
-])
+@pytest.mark.parametrize(
+    "fixture,fill",
+    [
+        ("nccl_ncclebpf_socket_thread_validation.md", {}),  # config = the NCCL_* variables of its command
+        ("nccl_superbench_broadcast.log", {"op": "broadcast", "config": "default"}),
+        ("nvbandwidth_xe9780_7xb300_v0.10.log", {}),
+        ("bandwidthtest_jdh4_a100pcie_range.md", {}),
+        ("p2p_wohlbier_titanrtx_v100_reads.md", {}),
+    ],
+)
 def test_write_and_load_keep_every_printed_digit(tmp_path, fixture, fill):
     """The importer's path in phase 2: parse, fill what the log lacks, write, load."""
     ds = parse_log(LOGS / fixture)[0].filled(**fill)
     assert ds.missing == ()
-    meta = ds.dataset_meta(system="test rig", interconnect="as logged", date="2026", source=f"fixture {fixture}",
-                           source_file=fixture, quality="B")
+    meta = ds.dataset_meta(
+        system="test rig",
+        interconnect="as logged",
+        date="2026",
+        source=f"fixture {fixture}",
+        source_file=fixture,
+        quality="B",
+    )
     empty = [k for k in ("gpu", "gpu_count", "nodes") if meta[k] in ("", None)]
     assert empty == ([] if "nvbandwidth" not in fixture else ["gpu"])  # this nvbandwidth log lists no device
     meta.update({k: "not stated in the log" for k in empty})
@@ -110,15 +138,18 @@ def test_nothing_is_guessed_for_what_a_log_does_not_state():
     assert ds.dataset_meta()["kind"] == "" and ds.dataset_meta()["software"] == "not recorded"  # data/README's words
 
 
-@pytest.mark.parametrize("raw,text", [
-    ("[1,0]<stdout>:#       size    count", "#       size    count"),
-    (" 0:      8388608  2097152", "8388608  2097152"),
-    ("> > [1,3]<stderr>: NCCL WARN x", "NCCL WARN x"),
-    ("   32000000>>--->---25.7", "32000000\t25.7"),
-    ("\x1b[4mGPU0\x1b[0m  X", "GPU0  X"),
-    ("12:34:56 timestamp", "12:34:56 timestamp"),
-    ("memcpy CE CPU(row) <-> GPU(column)", "memcpy CE CPU(row) <-> GPU(column)"),
-])
+@pytest.mark.parametrize(
+    "raw,text",
+    [
+        ("[1,0]<stdout>:#       size    count", "#       size    count"),
+        (" 0:      8388608  2097152", "8388608  2097152"),
+        ("> > [1,3]<stderr>: NCCL WARN x", "NCCL WARN x"),
+        ("   32000000>>--->---25.7", "32000000\t25.7"),
+        ("\x1b[4mGPU0\x1b[0m  X", "GPU0  X"),
+        ("12:34:56 timestamp", "12:34:56 timestamp"),
+        ("memcpy CE CPU(row) <-> GPU(column)", "memcpy CE CPU(row) <-> GPU(column)"),
+    ],
+)
 def test_unwrap_takes_off_wrappers_and_nothing_else(raw, text):
     assert unwrap(raw)[0] == text
 
@@ -133,13 +164,17 @@ def test_shift_decimal_moves_the_point_exactly():
 
 def test_parsing_is_unchanged_by_launcher_prefixes_on_every_line():
     """Property: any fixture reads the same after `srun --label` or `mpirun --tag-output` prefixes."""
-    for path in (LOGS / "nccl_superbench_reduce.log", LOGS / "bandwidthtest_jdh4_a100pcie_range.md",
-                 LOGS / "nvbandwidth_issue50_6xa6000_v0.8.md"):
+    for path in (
+        LOGS / "nccl_superbench_reduce.log",
+        LOGS / "bandwidthtest_jdh4_a100pcie_range.md",
+        LOGS / "nvbandwidth_issue50_6xa6000_v0.8.md",
+    ):
         plain = parse_log(path)
         for prefix in ("0: ", "[1,0]<stdout>:", "> "):
             wrapped = parse_log("\n".join(prefix + line for line in path.read_text().splitlines()))
-            assert [as_text(d.frame).values.tolist() for d in wrapped] == [as_text(d.frame).values.tolist()
-                                                                            for d in plain], (path.name, prefix)
+            assert [as_text(d.frame).values.tolist() for d in wrapped] == [
+                as_text(d.frame).values.tolist() for d in plain
+            ], (path.name, prefix)
 
 
 def test_the_package_is_core_it_imports_no_other_labkit_module():

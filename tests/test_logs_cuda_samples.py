@@ -53,8 +53,9 @@ def test_pinned_and_pageable_runs_and_an_editor_s_tab_rendering():
     assert parsed[0].meta["command"].startswith("# ./bandwidthTest --memory=pinned")
 
 
-@pytest.mark.parametrize("fixture,line", [("bandwidthtest_pkb_k80_quick_mbps.txt", 11),
-                                          ("bandwidthtest_pkb_k80_range_mbps.txt", 13)])
+@pytest.mark.parametrize(
+    "fixture,line", [("bandwidthtest_pkb_k80_quick_mbps.txt", 11), ("bandwidthtest_pkb_k80_range_mbps.txt", 13)]
+)
 def test_megabytes_per_second_are_not_converted(fixture, line):
     """Old bandwidthTest printed MB/s whose MB was 2^20 or 1,024,000 B by release: no exact conversion."""
     with pytest.raises(LogFormatError) as e:
@@ -104,7 +105,9 @@ def test_several_machines_quoted_on_one_page_are_separate_runs():
 
 
 def test_an_elided_matrix_keeps_its_complete_rows():
-    parsed = parse_log(log_text(RAW / "p2pBandwidthLatencyTest_PCIeGen5_P2Penabled__RTXPRO6000_5090_multi__rtx6kpro.txt"))
+    parsed = parse_log(
+        log_text(RAW / "p2pBandwidthLatencyTest_PCIeGen5_P2Penabled__RTXPRO6000_5090_multi__rtx6kpro.txt")
+    )
     partial = parsed[1]
     assert sorted(set(partial.frame["src"])) == [0, 1] and len(partial.frame) == 16
     (skip,) = parsed.skipped

@@ -34,8 +34,10 @@ def _printed(path: Path, first_token: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- layouts
-@pytest.mark.parametrize("name,redop,root", [("allgather", None, None), ("alltoall", None, None),
-                                             ("broadcast", None, "0"), ("reduce", "sum", "0")])
+@pytest.mark.parametrize(
+    "name,redop,root",
+    [("allgather", None, None), ("alltoall", None, None), ("broadcast", None, "0"), ("reduce", "sum", "0")],
+)
 def test_old_layouts_with_and_without_redop_and_root(name, redop, root):
     """superbench fixtures: 2021 nccl-tests, 'error' column, an alltoall that printed its redop empty."""
     path = LOGS / f"nccl_superbench_{name}.log"
@@ -82,9 +84,13 @@ def test_modern_mpirun_log_with_fences_and_fifteen_runs():
     assert parsed[1].frame["config"].isna().all()  # nothing printed before the second run
 
 
-@pytest.mark.parametrize("fixture,ops", [("nccl_ncclebpf_allgather_reducescatter_sweep.md",
-                                          ["all_gather"] * 4 + ["reduce_scatter"] * 3),
-                                         ("nccl_ncclebpf_broadcast_proto_sweep.md", ["broadcast"] * 5)])
+@pytest.mark.parametrize(
+    "fixture,ops",
+    [
+        ("nccl_ncclebpf_allgather_reducescatter_sweep.md", ["all_gather"] * 4 + ["reduce_scatter"] * 3),
+        ("nccl_ncclebpf_broadcast_proto_sweep.md", ["broadcast"] * 5),
+    ],
+)
 def test_each_collective_is_named_by_its_binary(fixture, ops):
     parsed = parse_log(LOGS / fixture)
     assert [d.meta["op"] for d in parsed] == ops
@@ -100,8 +106,9 @@ def test_slurm_labels_multinode_rank_lines_and_exports():
     assert parsed[1].meta["hosts"] == ["node005", "node007"]
     assert parsed[2].meta["env"]["NCCL_ALGO"] == "RING"
     # the same numbers as the committed dataset transcribed from this thread
-    committed = pd.read_csv(DATA / "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290.csv", dtype=str,
-                            keep_default_na=False)
+    committed = pd.read_csv(
+        DATA / "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290.csv", dtype=str, keep_default_na=False
+    )
     got = pd.concat([as_text(d.frame) for d in parsed], ignore_index=True)
     cols = ["nbytes", "placement", "count", "dtype", "time_us", "algbw_GBps", "busbw_GBps"]
     assert got[cols].equals(committed[cols])
@@ -116,7 +123,10 @@ def test_two_node_rank_lines_give_world_size_and_nodes():
 
 
 def test_markdown_quoted_paste_reads_like_the_log():
-    plain, quoted = parse_log(LOGS / "nccl_superbench_allgather.log"), parse_log(LOGS / "paste_nccl_markdown_quoted.txt")
+    plain, quoted = (
+        parse_log(LOGS / "nccl_superbench_allgather.log"),
+        parse_log(LOGS / "paste_nccl_markdown_quoted.txt"),
+    )
     assert as_text(plain[0].frame).equals(as_text(quoted[0].frame))
 
 

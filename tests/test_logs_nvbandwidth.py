@@ -56,7 +56,10 @@ def test_v0_10_log_every_testcase_and_the_failed_one():
 
 def test_read_and_write_directions_follow_the_copy_not_the_arrow():
     parsed = parse_log(B300)
-    read, write = _by_label(parsed, "device_to_device_memcpy_read_ce"), _by_label(parsed, "device_to_device_memcpy_write_ce")
+    read, write = (
+        _by_label(parsed, "device_to_device_memcpy_read_ce"),
+        _by_label(parsed, "device_to_device_memcpy_write_ce"),
+    )
     # printed row 0, column 1: read 765.45 is a copy from GPU 1 into GPU 0; write 774.43 from GPU 0 to GPU 1
     assert _value(read, 1, 0) == "765.45" and _value(write, 0, 1) == "774.43"
     assert set(read.frame["mode"]) == {"ce_read"} and set(write.frame["mode"]) == {"ce_write"}
@@ -83,7 +86,10 @@ def test_host_testcases_are_points_tagged_for_what_they_report():
     assert h2d.kind == "point" and list(h2d.frame["value"][:2]) == ["55.59", "55.60"]
     assert h2d.frame["quantity"][3] == "nvbandwidth host_to_device_memcpy_ce, GPU 3: CPU -> GPU, alone"
     # 'Only the host to device copy bandwidth is reported': one direction, not the sum of both
-    assert set(bi.frame["bandwidth_direction"]) == {"unidirectional"} and "while GPU -> CPU runs" in bi.frame["quantity"][0]
+    assert (
+        set(bi.frame["bandwidth_direction"]) == {"unidirectional"}
+        and "while GPU -> CPU runs" in bi.frame["quantity"][0]
+    )
     assert set(_by_label(parsed, "all_to_one_write_ce").frame["bandwidth_direction"]) == {"aggregate"}
     latency = _by_label(parsed, "host_device_latency_sm")
     assert list(latency.frame["unit"])[0] == "ns" and latency.frame["value"][0] == "1150.17"
@@ -111,8 +117,9 @@ def test_a_paste_without_the_running_line_is_named_by_its_sum_line():
     assert _value(ds, 0, 3) == "21.82"  # printed row 3, column 0
 
 
-@pytest.mark.parametrize("fixture", ["nvbandwidth_dcgm_v0.5_verbose.json",
-                                     "nvbandwidth_dcgm_v0.5_json_between_warnings.txt"])
+@pytest.mark.parametrize(
+    "fixture", ["nvbandwidth_dcgm_v0.5_verbose.json", "nvbandwidth_dcgm_v0.5_json_between_warnings.txt"]
+)
 def test_json_output(fixture):
     parsed = parse_log(LOGS / fixture)
     assert parsed.formats == ("nvbandwidth",) and len(parsed) == 15
@@ -129,13 +136,25 @@ def test_json_concatenated_bidirectional_matrices_are_split_back():
     from labkit.logs import nvbandwidth
 
     grid = [["N/A", "1"], ["2", "N/A"], ["N/A", "3"], ["4", "N/A"], ["N/A", "4"], ["6", "N/A"]]
-    doc = {"nvbandwidth": {"version": "v0.8", "testcases": [
-        {"name": "device_to_device_bidirectional_memcpy_read_ce", "status": "Passed", "sum": 20,
-         "bandwidth_description": "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s) ", "bandwidth_matrix": grid}]}}
+    doc = {
+        "nvbandwidth": {
+            "version": "v0.8",
+            "testcases": [
+                {
+                    "name": "device_to_device_bidirectional_memcpy_read_ce",
+                    "status": "Passed",
+                    "sum": 20,
+                    "bandwidth_description": "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s) ",
+                    "bandwidth_matrix": grid,
+                }
+            ],
+        }
+    }
     parsed = parse_log(json.dumps(doc, indent=1))
     assert [d.label.split()[-1] for d in parsed] == ["Read1", "Read2", "Total"]
     assert nvbandwidth._split_json("x_read_ce", "memcpy CE GPU(row) -> GPU(column) bandwidth", grid[:2]) == [
-        ("memcpy CE GPU(row) -> GPU(column) bandwidth", [["0", "N/A", "1"], ["1", "2", "N/A"]])]
+        ("memcpy CE GPU(row) -> GPU(column) bandwidth", [["0", "N/A", "1"], ["1", "2", "N/A"]])
+    ]
 
 
 def test_short_row_is_skipped_the_rest_kept():

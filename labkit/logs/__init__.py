@@ -22,28 +22,53 @@ from . import bandwidth_test, nccl_tests, nvbandwidth, p2p_latency_test
 from ._model import LogDataset, ParsedLog
 from ._text import LogFormatError, Skipped, lines_of, read_input
 
-__all__ = ["FORMATS", "LogDataset", "LogFormatError", "ParsedLog", "Skipped", "detect_format", "detect_formats",
-           "parse_log"]
+__all__ = [
+    "FORMATS",
+    "LogDataset",
+    "LogFormatError",
+    "ParsedLog",
+    "Skipped",
+    "detect_format",
+    "detect_formats",
+    "parse_log",
+]
 
 #: Format names, as `--format` takes them, with the reader of each.
-READERS = {"nccl-tests": nccl_tests, "nvbandwidth": nvbandwidth, "bandwidthtest": bandwidth_test,
-           "p2pbandwidthlatencytest": p2p_latency_test}
+READERS = {
+    "nccl-tests": nccl_tests,
+    "nvbandwidth": nvbandwidth,
+    "bandwidthtest": bandwidth_test,
+    "p2pbandwidthlatencytest": p2p_latency_test,
+}
 FORMATS = tuple(READERS)
 #: Lines that only one tool prints; the first one found in the input names the tool.
 SIGNATURES = {
-    "nccl-tests": re.compile(r"#\s*nThread\s+\d+\s+nGpus|#\s*nccl-tests version|Collective test starting:|"
-                             r"#?\s*size\s+(count\s+type\s+)?.*\btime\s+algbw\s+busbw\b|#\s*Avg bus bandwidth\s*:"),
-    "nvbandwidth": re.compile(r"nvbandwidth Version:|^Running \w+_(ce|sm)\.|^memcpy (CE|SM) (CPU|GPU)\(row\)|"
-                              r"\"nvbandwidth\"\s*:"),
-    "bandwidthtest": re.compile(r"\[CUDA Bandwidth Test\]|Transfer Size \(Bytes\)\s*Bandwidth\(|"
-                                r"^bandwidthTest-(H2D|D2H|D2D)"),
-    "p2pbandwidthlatencytest": re.compile(r"\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]|"
-                                          r"P2P=(Enabled|Disabled)\s+(Bandwidth|Latency).*Matrix"),
+    "nccl-tests": re.compile(
+        r"#\s*nThread\s+\d+\s+nGpus|#\s*nccl-tests version|Collective test starting:|"
+        r"#?\s*size\s+(count\s+type\s+)?.*\btime\s+algbw\s+busbw\b|#\s*Avg bus bandwidth\s*:"
+    ),
+    "nvbandwidth": re.compile(
+        r"nvbandwidth Version:|^Running \w+_(ce|sm)\.|^memcpy (CE|SM) (CPU|GPU)\(row\)|"
+        r"\"nvbandwidth\"\s*:"
+    ),
+    "bandwidthtest": re.compile(
+        r"\[CUDA Bandwidth Test\]|Transfer Size \(Bytes\)\s*Bandwidth\(|"
+        r"^bandwidthTest-(H2D|D2H|D2D)"
+    ),
+    "p2pbandwidthlatencytest": re.compile(
+        r"\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]|"
+        r"P2P=(Enabled|Disabled)\s+(Bandwidth|Latency).*Matrix"
+    ),
 }
 
 
-_ALIASES = {"nccltests": "nccl-tests", "nvbandwidth": "nvbandwidth", "bandwidthtest": "bandwidthtest",
-            "p2pbandwidthlatencytest": "p2pbandwidthlatencytest", "p2p": "p2pbandwidthlatencytest"}
+_ALIASES = {
+    "nccltests": "nccl-tests",
+    "nvbandwidth": "nvbandwidth",
+    "bandwidthtest": "bandwidthtest",
+    "p2pbandwidthlatencytest": "p2pbandwidthlatencytest",
+    "p2p": "p2pbandwidthlatencytest",
+}
 
 
 def _canonical(fmt: str) -> str:
@@ -69,9 +94,11 @@ def detect_format(text: str) -> str:
     if not found:
         lines = [ln for ln in lines_of(text) if ln.text]
         where = lines[0] if lines else None
-        raise LogFormatError(where.no if where else 1, "no nccl-tests, nvbandwidth, bandwidthTest or "
-                             "p2pBandwidthLatencyTest output found" + (f" (first line: {where.text[:60]!r})"
-                                                                       if where else ""))
+        raise LogFormatError(
+            where.no if where else 1,
+            "no nccl-tests, nvbandwidth, bandwidthTest or "
+            "p2pBandwidthLatencyTest output found" + (f" (first line: {where.text[:60]!r})" if where else ""),
+        )
     return found[0]
 
 
@@ -100,7 +127,8 @@ def parse_log(path_or_text, format: str = "auto") -> ParsedLog:
             first = min(skipped, key=lambda s: s.line)
             raise LogFormatError(first.line, f"no complete {' / '.join(formats)} table; {first.reason}", source)
         sig = next((ln for ln in lines for f in formats if ln.text and SIGNATURES[f].search(ln.text)), None)
-        raise LogFormatError(sig.no if sig else 1, f"{' / '.join(formats)} output without a complete result "
-                             "table", source)
+        raise LogFormatError(
+            sig.no if sig else 1, f"{' / '.join(formats)} output without a complete result table", source
+        )
     datasets.sort(key=lambda d: d.lines[0])
     return ParsedLog(source, tuple(formats), tuple(datasets), tuple(sorted(skipped, key=lambda s: s.line)))

@@ -23,8 +23,7 @@ REQUIRED_COLUMNS = {
 }
 #: Meta fields of data/README.md that a log can state; the rest (system, source, quality, ...)
 #: come from whoever imports it.
-STATED_META = ("title", "gpu", "gpu_count", "nodes", "software", "date", "method", "caveats",
-               "bandwidth_direction")
+STATED_META = ("title", "gpu", "gpu_count", "nodes", "software", "date", "method", "caveats", "bandwidth_direction")
 #: Values that mean "the log did not say" in a cell.
 EMPTY = (None, "", "unspecified")
 
@@ -43,6 +42,7 @@ class LogDataset:
     `kind` is None when the log does not say what decides it (nccl-tests output that never names
     its collective). `lines` are the first and last input lines it was read from.
     """
+
     tool: str
     kind: str | None
     frame: "object"  # pandas.DataFrame
@@ -55,8 +55,9 @@ class LogDataset:
         """Required columns (and 'kind') the log left empty: the importer must supply them."""
         if self.kind is None:
             return ("kind",) + tuple(c for c in ("op",) if c not in self.frame or self.frame[c].map(_empty).all())
-        return tuple(c for c in REQUIRED_COLUMNS[self.kind]
-                     if c not in self.frame.columns or self.frame[c].map(_empty).any())
+        return tuple(
+            c for c in REQUIRED_COLUMNS[self.kind] if c not in self.frame.columns or self.frame[c].map(_empty).any()
+        )
 
     def filled(self, **columns) -> "LogDataset":
         """A copy with constant values in columns the log left empty (e.g. world_size=16).
@@ -69,8 +70,10 @@ class LogDataset:
             if col in frame.columns:
                 printed = {str(v) for v in frame[col] if not _empty(v)}
                 if printed and printed != {str(value)}:
-                    raise ValueError(f"{self.label}: column {col!r} is printed as {sorted(printed)}, "
-                                     f"not {value!r}; a log value is never overwritten")
+                    raise ValueError(
+                        f"{self.label}: column {col!r} is printed as {sorted(printed)}, "
+                        f"not {value!r}; a log value is never overwritten"
+                    )
                 frame[col] = [value if _empty(v) else v for v in frame[col]]
             else:
                 frame[col] = value
@@ -95,6 +98,7 @@ class LogDataset:
 @dataclasses.dataclass(frozen=True)
 class ParsedLog:
     """Every dataset read from one input, in input order, and what was skipped (line, text, why)."""
+
     source: str
     formats: tuple[str, ...]
     datasets: tuple[LogDataset, ...]

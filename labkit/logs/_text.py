@@ -42,6 +42,7 @@ class Line:
 @dataclasses.dataclass(frozen=True)
 class Skipped:
     """A line or block a reader could not read, with why."""
+
     line: int
     text: str
     reason: str
@@ -65,8 +66,11 @@ def read_input(path_or_text) -> tuple[str, str]:
     if isinstance(path_or_text, (bytes, bytearray)):
         data, source = bytes(path_or_text), "<bytes>"
     elif isinstance(path_or_text, os.PathLike) or (
-            isinstance(path_or_text, str) and "\n" not in path_or_text and len(path_or_text) < 4096
-            and Path(path_or_text).is_file()):
+        isinstance(path_or_text, str)
+        and "\n" not in path_or_text
+        and len(path_or_text) < 4096
+        and Path(path_or_text).is_file()
+    ):
         p = Path(path_or_text)
         if p.stat().st_size > MAX_LOG_BYTES:
             raise LogFormatError(1, f"file is {p.stat().st_size} bytes; a tool log is far smaller", str(p))

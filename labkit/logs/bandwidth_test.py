@@ -27,23 +27,33 @@ from ._text import Line, Skipped, is_integer, is_number
 
 TOOL = "bandwidthtest"
 COLUMNS = ("direction", "memory", "nbytes", "bandwidth_GBps", "time_s")
-CAVEATS = ("cuda-samples bandwidthTest: GB/s with 1 GB = 1e9 B, printed with one decimal; sizes are the printed "
-           "byte counts (the tool's own sizes are decimal: quick mode = 32000000 B). H2D and D2H are one "
-           "direction at a time (unidirectional). A device-to-device (d2d, memory='device'; the tool labels it "
-           "'PINNED') bandwidth counts every byte twice (read + write). --csv Time is computed by the tool from "
-           "size and bandwidth, not measured (and ~954x too large in the CUDA 10.1 sample).")
+CAVEATS = (
+    "cuda-samples bandwidthTest: GB/s with 1 GB = 1e9 B, printed with one decimal; sizes are the printed "
+    "byte counts (the tool's own sizes are decimal: quick mode = 32000000 B). H2D and D2H are one "
+    "direction at a time (unidirectional). A device-to-device (d2d, memory='device'; the tool labels it "
+    "'PINNED') bandwidth counts every byte twice (read + write). --csv Time is computed by the tool from "
+    "size and bandwidth, not measured (and ~954x too large in the CUDA 10.1 sample)."
+)
 
 _BANNER = re.compile(r"\[CUDA Bandwidth Test\] - Starting")
 _KIND = re.compile(r"^(Host to Device|Device to Host|Device to Device) Bandwidth,\s*(\d+) Device\(s\)")
 _MEMORY = re.compile(r"^(PINNED|PAGEABLE) Memory Transfers")
 _TABLE_HEAD = re.compile(r"Transfer Size \(Bytes\)\s*Bandwidth\((\w+/s)\)")
-_CSV = re.compile(r"^bandwidthTest-(H2D|D2H|D2D)(?:-(Pinned|Paged))?(-WriteCombined)?,\s*Bandwidth = (\S+) (\w+/s),"
-                  r"\s*Time = (\S+) s,\s*Size = (\d+) bytes,\s*NumDevsUsed = (\d+)")
+_CSV = re.compile(
+    r"^bandwidthTest-(H2D|D2H|D2D)(?:-(Pinned|Paged))?(-WriteCombined)?,\s*Bandwidth = (\S+) (\w+/s),"
+    r"\s*Time = (\S+) s,\s*Size = (\d+) bytes,\s*NumDevsUsed = (\d+)"
+)
 _DEVICE = re.compile(r"^Device (\d+): (.+)$")
 _MODE = re.compile(r"^(Quick|Range|Shmoo) Mode$")
 _RESULT = re.compile(r"^Result = (PASS|FAIL|WAIVED)")
-_DIRECTION = {"Host to Device": "h2d", "Device to Host": "d2h", "Device to Device": "d2d",
-              "H2D": "h2d", "D2H": "d2h", "D2D": "d2d"}
+_DIRECTION = {
+    "Host to Device": "h2d",
+    "Device to Host": "d2h",
+    "Device to Device": "d2d",
+    "H2D": "h2d",
+    "D2H": "d2h",
+    "D2D": "d2d",
+}
 _MEM = {"PINNED": "pinned", "PAGEABLE": "pageable", "Pinned": "pinned", "Paged": "pageable"}
 
 
@@ -61,8 +71,13 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             cur["command"], command = command, None
             continue
         if m := _KIND.match(t):
-            table = {"direction": _DIRECTION[m.group(1)], "devices": int(m.group(2)), "memory": None,
-                     "unit": None, "line": ln.no}
+            table = {
+                "direction": _DIRECTION[m.group(1)],
+                "devices": int(m.group(2)),
+                "memory": None,
+                "unit": None,
+                "line": ln.no,
+            }
             if cur["rows"] and _seen(cur, table["direction"], None) and not cur["banner"]:
                 runs.append(cur)
                 cur = _new(ln.no)
@@ -85,13 +100,26 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
         toks = ln.tokens
         if table is not None and table["unit"] and len(toks) == 2 and is_integer(toks[0]):
             if table["unit"] != "GB/s":
-                skipped.append(Skipped(ln.no, ln.raw, f"bandwidth printed in {table['unit']} (an older bandwidthTest "
-                                                      "whose MB was 2^20 or 1,024,000 bytes): not converted"))
+                skipped.append(
+                    Skipped(
+                        ln.no,
+                        ln.raw,
+                        f"bandwidth printed in {table['unit']} (an older bandwidthTest "
+                        "whose MB was 2^20 or 1,024,000 bytes): not converted",
+                    )
+                )
             elif not is_number(toks[1]):
                 skipped.append(Skipped(ln.no, ln.raw, f"bandwidth {toks[1]!r} is not a number"))
             else:
-                cur["rows"].append({"direction": table["direction"], "memory": table["memory"], "nbytes": int(toks[0]),
-                                    "bandwidth_GBps": toks[1], "time_s": None})
+                cur["rows"].append(
+                    {
+                        "direction": table["direction"],
+                        "memory": table["memory"],
+                        "nbytes": int(toks[0]),
+                        "bandwidth_GBps": toks[1],
+                        "time_s": None,
+                    }
+                )
                 cur["devices_used"].add(table["devices"])
                 cur["last"] = ln.no
                 if cur["command"] is None and command is not None:  # a run whose banner the page left out
@@ -116,9 +144,20 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
 
 
 def _new(first: int, banner: bool = False) -> dict:
-    return {"first": first, "last": first, "rows": [], "device_names": [], "mode": None, "result": None,
-            "cumulative": False, "command": None, "write_combined": False, "devices_used": set(), "banner": banner,
-            "csv": False}
+    return {
+        "first": first,
+        "last": first,
+        "rows": [],
+        "device_names": [],
+        "mode": None,
+        "result": None,
+        "cumulative": False,
+        "command": None,
+        "write_combined": False,
+        "devices_used": set(),
+        "banner": banner,
+        "csv": False,
+    }
 
 
 def _seen(run: dict, direction: str, memory=None) -> bool:
@@ -131,8 +170,15 @@ def _csv_row(m: re.Match, ln: Line, cur: dict, skipped: list) -> None:
         skipped.append(Skipped(ln.no, ln.raw, f"bandwidth printed in {unit}: not converted"))
         return
     direction = _DIRECTION[kind]
-    cur["rows"].append({"direction": direction, "memory": "device" if direction == "d2d" else _MEM[mem or "Pinned"],
-                        "nbytes": int(size), "bandwidth_GBps": bw, "time_s": time_s})
+    cur["rows"].append(
+        {
+            "direction": direction,
+            "memory": "device" if direction == "d2d" else _MEM[mem or "Pinned"],
+            "nbytes": int(size),
+            "bandwidth_GBps": bw,
+            "time_s": time_s,
+        }
+    )
     cur["write_combined"] |= bool(wc)
     cur["devices_used"].add(int(ndev))
     cur["csv"] = True
@@ -147,14 +193,25 @@ def _dataset(run: dict, index: int) -> LogDataset:
     names = [n for _, n in sorted(run["device_names"])]
     flags = re.findall(r"--?[\w-]+(?:=\S+)?", run["command"] or "")
     used = sorted(run["devices_used"])
-    meta = {"tool": TOOL, "mode": run["mode"], "result": run["result"], "cumulative": run["cumulative"],
-            "write_combined": run["write_combined"], "devices": names, "devices_used": used,
-            "command": run["command"], "options": flags, "gpu": " / ".join(dict.fromkeys(names)),
-            "gpu_count": used[0] if len(used) == 1 else "", "nodes": 1,
-            "software": "cuda-samples bandwidthTest",
-            "method": " ".join(["cuda-samples bandwidthTest"] + flags),
-            "bandwidth_direction": "unidirectional", "caveats": CAVEATS + (
-                " --device=all: each bandwidth is the sum over all devices." if run["cumulative"] else ""),
-            "title": f"bandwidthTest {run['mode'] or ''} mode on {' / '.join(dict.fromkeys(names)) or 'GPU'}"}
+    meta = {
+        "tool": TOOL,
+        "mode": run["mode"],
+        "result": run["result"],
+        "cumulative": run["cumulative"],
+        "write_combined": run["write_combined"],
+        "devices": names,
+        "devices_used": used,
+        "command": run["command"],
+        "options": flags,
+        "gpu": " / ".join(dict.fromkeys(names)),
+        "gpu_count": used[0] if len(used) == 1 else "",
+        "nodes": 1,
+        "software": "cuda-samples bandwidthTest",
+        "method": " ".join(["cuda-samples bandwidthTest"] + flags),
+        "bandwidth_direction": "unidirectional",
+        "caveats": CAVEATS
+        + (" --device=all: each bandwidth is the sum over all devices." if run["cumulative"] else ""),
+        "title": f"bandwidthTest {run['mode'] or ''} mode on {' / '.join(dict.fromkeys(names)) or 'GPU'}",
+    }
     label = f"bandwidthTest run {index + 1} (lines {run['first']}-{run['last']})"
     return LogDataset(TOOL, "copy_sweep", frame, meta, (run["first"], run["last"]), label)

@@ -36,7 +36,7 @@ def log_text(path: str | os.PathLike) -> str:
         return "\n".join(lines)
     if end + 1 < len(lines) and set(lines[end + 1].strip()) <= {"#", "="}:
         end += 1  # the '#=====' rule under the banner
-    return "\n".join([""] * (end + 1) + lines[end + 1:])
+    return "\n".join([""] * (end + 1) + lines[end + 1 :])
 
 
 def load_recipes(raw_dir: str | os.PathLike) -> list[dict]:
@@ -47,14 +47,15 @@ def derive(recipe: dict, raw_dir: str | os.PathLike):
     """The dataset a recipe describes: (frame, [LogDataset parts])."""
     import pandas as pd
 
-
     parsed = parse_log(log_text(Path(raw_dir) / recipe["raw"]), format=recipe["format"])
     tables = list(parsed)
     parts = []
     for part in recipe["parts"]:
         if part["index"] >= len(tables):
-            raise ValueError(f"{recipe['dataset']}: {recipe['raw']} has {len(tables)} {recipe['format']} tables, "
-                             f"no index {part['index']}")
+            raise ValueError(
+                f"{recipe['dataset']}: {recipe['raw']} has {len(tables)} {recipe['format']} tables, "
+                f"no index {part['index']}"
+            )
         ds = tables[part["index"]]
         if part.get("fill"):
             ds = ds.filled(**part["fill"])

@@ -22,27 +22,58 @@ from ._model import LogDataset
 from ._text import Line, Skipped, integer, is_integer, is_number
 
 TOOL = "nccl-tests"
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "alltoallv",
-       "sendrecv", "hypercube", "gather", "scatter")
+OPS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "alltoallv",
+    "sendrecv",
+    "hypercube",
+    "gather",
+    "scatter",
+)
 #: Columns of a sweep, in data/README.md order (allreduce_sweep adds op; collective_sweep requires it).
-COLUMNS = ("op", "nbytes", "world_size", "nodes", "config", "placement", "count", "dtype", "redop", "root",
-           "time_us", "algbw_GBps", "busbw_GBps", "wrong")
+COLUMNS = (
+    "op",
+    "nbytes",
+    "world_size",
+    "nodes",
+    "config",
+    "placement",
+    "count",
+    "dtype",
+    "redop",
+    "root",
+    "time_us",
+    "algbw_GBps",
+    "busbw_GBps",
+    "wrong",
+)
 #: Units nccl-tests prints under its header; a table in any other unit is not read.
 UNITS = {"(B)", "(elements)", "(us)", "(GB/s)", "(%)"}
-CAVEATS = ("nccl-tests: 'size' (nbytes) is the bytes of the full buffer; algbw = size / time and busbw = algbw "
-           "x the collective's bus factor (nccl-tests doc/PERFORMANCE.md), in GB/s with 1 GB = 1e9 B; time in "
-           "microseconds. busbw is nccl-tests' per-rank bus bandwidth, comparable with one link's unidirectional "
-           "speed. Numbers are copied as printed. 'wrong' is the #wrong count (old versions: 'error', the largest "
-           "deviation), 'N/A' when validation was off.")
+CAVEATS = (
+    "nccl-tests: 'size' (nbytes) is the bytes of the full buffer; algbw = size / time and busbw = algbw "
+    "x the collective's bus factor (nccl-tests doc/PERFORMANCE.md), in GB/s with 1 GB = 1e9 B; time in "
+    "microseconds. busbw is nccl-tests' per-rank bus bandwidth, comparable with one link's unidirectional "
+    "speed. Numbers are copied as printed. 'wrong' is the #wrong count (old versions: 'error', the largest "
+    "deviation), 'N/A' when validation was off."
+)
 
 _PROGRAM = re.compile(r"\b(" + "|".join(sorted(OPS, key=len, reverse=True)) + r")_perf\w*")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
 _STARTING = re.compile(r"^#\s*Collective test (starting|concluded):\s*(\S+)")
 _PARAMS = re.compile(r"^#\s*nThread\s+\d+")
-_KEYVAL = re.compile(r"(nThread|nGpus|minBytes|maxBytes|step:|warmup iters:|iters:|agg iters:|validation:|graph:|"
-                     r"unalign:)\s*(\S+)")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
-                   r"\[([^\]]*)\]\s+(.*\S)")
+_KEYVAL = re.compile(
+    r"(nThread|nGpus|minBytes|maxBytes|step:|warmup iters:|iters:|agg iters:|validation:|graph:|"
+    r"unalign:)\s*(\S+)"
+)
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+    r"\[([^\]]*)\]\s+(.*\S)"
+)
 _NCCL_VERSION = re.compile(r"\bNCCL version (\d\S*)")
 _ENV_SET = re.compile(r"\b(NCCL_\w+) set by environment to (\S+)")
 _ENV_ARG = re.compile(r"(?:^|\s)(NCCL_[A-Z0-9_]+)=(\S+)")
@@ -76,8 +107,14 @@ def _layout(names: list[str]) -> tuple[list[str], list[list[str]]]:
 
 
 class _Run:
-    def __init__(self, first: int, names: list[str] | None, titled: bool, unit_error: str | None,
-                 raw_names: list[str] | None = None):
+    def __init__(
+        self,
+        first: int,
+        names: list[str] | None,
+        titled: bool,
+        unit_error: str | None,
+        raw_names: list[str] | None = None,
+    ):
         self.first = self.last = first
         self.names, self.titled, self.unit_error = names, titled, unit_error
         self.raw_names = raw_names or []  # as printed: '#wrong' (a count) or 'error' (a deviation)
@@ -169,8 +206,13 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
 
 
 def _is_preamble(t: str) -> bool:
-    return bool(_VERSION.match(t) or _STARTING.match(t) or _PARAMS.match(t) or _RANK.match(t)
-                or (_NCCL_VERSION.search(t) and not _ENV_SET.search(t)))
+    return bool(
+        _VERSION.match(t)
+        or _STARTING.match(t)
+        or _PARAMS.match(t)
+        or _RANK.match(t)
+        or (_NCCL_VERSION.search(t) and not _ENV_SET.search(t))
+    )
 
 
 def _headerless(toks: list[str]) -> bool:
@@ -204,31 +246,50 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
     rest = toks[i:]
     n_groups = len(groups) if groups else len(rest) // gsize
     if run.names and "timestamp" in run.names:
-        rest = rest[:gsize * n_groups]  # the -T timestamp after the last group is not a result
+        rest = rest[: gsize * n_groups]  # the -T timestamp after the last group is not a result
     if groups and len(rest) > gsize * n_groups:
         return [], f"{len(toks)} columns, the header has {len(run.names)}"
-    placements = (["out-of-place", "in-place"] if n_groups == 2 or run.titled else [None] * n_groups)
+    placements = ["out-of-place", "in-place"] if n_groups == 2 or run.titled else [None] * n_groups
     records, problem = [], None
     for g in range(n_groups):
         names = groups[g] if groups else ["time", "algbw", "busbw", "wrong"]
-        vals = rest[g * gsize:(g + 1) * gsize]
+        vals = rest[g * gsize : (g + 1) * gsize]
         where = placements[g] or f"group {g + 1}"
         if len(vals) < len(names):
             problem = problem or f"{where} columns cut short ({len(vals)} of {len(names)} values)"
             continue
         cell = dict(zip(names, vals))
         bad = [n for n in ("time", "cputime", "algbw", "busbw") if n in cell and not is_number(cell[n])]
-        bad += [n for n in ("wrong",) if n in cell and not (cell[n] == "N/A" or (
-            re.fullmatch(r"\d+", cell[n]) if run.names and "#wrong" in " ".join(run.raw_names) else is_number(cell[n])))]
+        bad += [
+            n
+            for n in ("wrong",)
+            if n in cell
+            and not (
+                cell[n] == "N/A"
+                or (
+                    re.fullmatch(r"\d+", cell[n])
+                    if run.names and "#wrong" in " ".join(run.raw_names)
+                    else is_number(cell[n])
+                )
+            )
+        ]
         if bad:
             problem = problem or f"{where}: {cell[bad[0]]!r} in column {bad[0]} is not a number"
             continue
-        records.append({"nbytes": integer(lead["size"]), "count": int(lead["count"]) if "count" in lead else None,
-                        "dtype": lead.get("type"), "redop": lead.get("redop"),
-                        "root": int(lead["root"]) if "root" in lead else None,
-                        "placement": placements[g] or "unspecified",
-                        "time_us": cell.get("time", cell.get("cputime")), "algbw_GBps": cell.get("algbw"),
-                        "busbw_GBps": cell.get("busbw"), "wrong": cell.get("wrong")})
+        records.append(
+            {
+                "nbytes": integer(lead["size"]),
+                "count": int(lead["count"]) if "count" in lead else None,
+                "dtype": lead.get("type"),
+                "redop": lead.get("redop"),
+                "root": int(lead["root"]) if "root" in lead else None,
+                "placement": placements[g] or "unspecified",
+                "time_us": cell.get("time", cell.get("cputime")),
+                "algbw_GBps": cell.get("algbw"),
+                "busbw_GBps": cell.get("busbw"),
+                "wrong": cell.get("wrong"),
+            }
+        )
     if not groups and len(rest) % gsize:
         problem = problem or f"{len(rest) % gsize} value(s) after the last complete column group"
     return records, problem
@@ -239,7 +300,7 @@ class _Preamble:
 
     def __init__(self):
         self.version = self.headers = self.library = self.nccl = self.program = self.command = None
-        self.from_binary_line = False  # the program was named by '# Collective test starting:' 
+        self.from_binary_line = False  # the program was named by '# Collective test starting:'
         self.params: dict[str, str] = {}
         self.ranks: list[dict] = []
         self.env: dict[str, str] = {}
@@ -257,8 +318,17 @@ class _Preamble:
             self.params = {k.rstrip(":"): v for k, v in _KEYVAL.findall(t)}
         elif m := _RANK.match(t):
             rank, group, pid, host, dev, bus, name = m.groups()
-            self.ranks.append({"rank": int(rank), "group": None if group is None else int(group), "pid": int(pid),
-                               "host": host, "device": int(dev), "bus_id": bus, "gpu": name})
+            self.ranks.append(
+                {
+                    "rank": int(rank),
+                    "group": None if group is None else int(group),
+                    "pid": int(pid),
+                    "host": host,
+                    "device": int(dev),
+                    "bus_id": bus,
+                    "gpu": name,
+                }
+            )
         elif m := _NCCL_VERSION.search(t):
             self.nccl = m.group(1)
 
@@ -272,8 +342,12 @@ class _Preamble:
         the binary and its NCCL_* variables; prose gives nothing and only ends a block."""
         m = _PROGRAM.search(t)
         words = [w for w in t.split() if w not in ("\\", "-x", "env", "/usr/bin/env", ":")]
-        commandish = (m or t.startswith(("export ", "mpirun", "srun", "torchrun")) or self.continued
-                      or (words and all("=" in w for w in words)))
+        commandish = (
+            m
+            or t.startswith(("export ", "mpirun", "srun", "torchrun"))
+            or self.continued
+            or (words and all("=" in w for w in words))
+        )
         self.continued = bool(commandish) and t.rstrip().endswith("\\")  # a shell line continued below
         if not commandish:
             self.in_block = False
@@ -313,24 +387,56 @@ def _dataset(run: _Run, pre: _Preamble, index: int) -> LogDataset:
     gpus = sorted({r["gpu"] for r in ranks})
     op = _op(pre.program)
     config = " ".join(f"{k}={v}" for k, v in sorted(pre.env.items()) if k not in pre.varies) or None
-    frame = pd.DataFrame([{"op": op, "world_size": len(ranks) if complete else None,
-                           "nodes": len(hosts) if complete else None, "config": config, **r} for r in run.rows],
-                         columns=list(COLUMNS))
-    software = "; ".join(s for s in (pre.version and f"nccl-tests {pre.version}",
-                                     pre.library and f"nccl-library={pre.library}",
-                                     pre.nccl and f"NCCL {pre.nccl}") if s)
-    meta = {"tool": TOOL, "program": pre.program, "op": op, "nccl_tests_version": pre.version,
-            "nccl_headers": pre.headers, "nccl_library": pre.library, "nccl_version": pre.nccl,
-            "parameters": pre.params, "devices": ranks, "hosts": hosts, "env": pre.env,
-            "env_differs_between_ranks": sorted(pre.varies),
-            "command": pre.command, "avg_busbw_printed": run.avg, "out_of_bounds_printed": run.oob,
-            "elided_lines": run.elided, "rank_lines_complete": complete,
-            "time_column": "cputime (host-timed, -C 1)" if run.names and "cputime" in run.names else "time",
-            "gpu": " / ".join(gpus), "gpu_count": len(ranks) if complete else "",
-            "nodes": len(hosts) if complete else "", "software": software,
-            "method": " ".join(s for s in ("nccl-tests", pre.program or "", _flags(pre.command)) if s),
-            "bandwidth_direction": "unidirectional", "caveats": CAVEATS,
-            "title": f"nccl-tests {pre.program or '(collective not named)'}" + (f" on {' / '.join(gpus)}" if gpus else "")}
+    frame = pd.DataFrame(
+        [
+            {
+                "op": op,
+                "world_size": len(ranks) if complete else None,
+                "nodes": len(hosts) if complete else None,
+                "config": config,
+                **r,
+            }
+            for r in run.rows
+        ],
+        columns=list(COLUMNS),
+    )
+    software = "; ".join(
+        s
+        for s in (
+            pre.version and f"nccl-tests {pre.version}",
+            pre.library and f"nccl-library={pre.library}",
+            pre.nccl and f"NCCL {pre.nccl}",
+        )
+        if s
+    )
+    meta = {
+        "tool": TOOL,
+        "program": pre.program,
+        "op": op,
+        "nccl_tests_version": pre.version,
+        "nccl_headers": pre.headers,
+        "nccl_library": pre.library,
+        "nccl_version": pre.nccl,
+        "parameters": pre.params,
+        "devices": ranks,
+        "hosts": hosts,
+        "env": pre.env,
+        "env_differs_between_ranks": sorted(pre.varies),
+        "command": pre.command,
+        "avg_busbw_printed": run.avg,
+        "out_of_bounds_printed": run.oob,
+        "elided_lines": run.elided,
+        "rank_lines_complete": complete,
+        "time_column": "cputime (host-timed, -C 1)" if run.names and "cputime" in run.names else "time",
+        "gpu": " / ".join(gpus),
+        "gpu_count": len(ranks) if complete else "",
+        "nodes": len(hosts) if complete else "",
+        "software": software,
+        "method": " ".join(s for s in ("nccl-tests", pre.program or "", _flags(pre.command)) if s),
+        "bandwidth_direction": "unidirectional",
+        "caveats": CAVEATS,
+        "title": f"nccl-tests {pre.program or '(collective not named)'}" + (f" on {' / '.join(gpus)}" if gpus else ""),
+    }
     kind = None if op is None else "allreduce_sweep" if op == "all_reduce" else "collective_sweep"
     label = f"nccl-tests run {index + 1} ({pre.program or 'collective not named'}, lines {run.first}-{run.last})"
     return LogDataset(TOOL, kind, frame, meta, (run.first, run.last), label)
@@ -340,4 +446,6 @@ def _flags(command: str | None) -> str:
     if not command:
         return ""
     m = _PROGRAM.search(command)
-    return re.split(r"\s[:|;&]\s|\s[|;]$", command[m.end():])[0].strip() if m else ""  # up to the next MPMD ':' or pipe
+    return (
+        re.split(r"\s[:|;&]\s|\s[|;]$", command[m.end() :])[0].strip() if m else ""
+    )  # up to the next MPMD ':' or pipe

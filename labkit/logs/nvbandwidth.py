@@ -35,33 +35,53 @@ from ._model import LogDataset
 from ._text import Line, Skipped, is_number, shift_decimal
 
 TOOL = "nvbandwidth"
-CAVEATS = ("nvbandwidth: GB/s with 1 GB = 1e9 B; each value is the median of --testSamples runs (default 3) "
-           "of a batch of copies timed with CUDA events; the buffer size (--bufferSize, default 512 MiB since "
-           "v0.4) is not printed. CE = copy engine (cuMemcpyAsync), SM = copy kernel.")
+CAVEATS = (
+    "nvbandwidth: GB/s with 1 GB = 1e9 B; each value is the median of --testSamples runs (default 3) "
+    "of a batch of copies timed with CUDA events; the buffer size (--bufferSize, default 512 MiB since "
+    "v0.4) is not printed. CE = copy engine (cuMemcpyAsync), SM = copy kernel."
+)
 P2P_COLUMNS = ("matrix", "p2p", "src", "dst", "bandwidth_GBps", "latency_us", "mode", "bandwidth_direction")
 POINT_COLUMNS = ("quantity", "value", "unit", "bandwidth_direction", "note", "testcase", "gpu")
 #: Host-side testcases: (what one value is, direction tag). Keyed by the name without _ce/_sm.
 HOST = {
     "host_to_device_memcpy": ("CPU -> GPU, alone", "unidirectional"),
     "device_to_host_memcpy": ("GPU -> CPU, alone", "unidirectional"),
-    "host_to_device_bidirectional_memcpy": ("CPU -> GPU while GPU -> CPU runs (only CPU -> GPU reported)",
-                                            "unidirectional"),
-    "device_to_host_bidirectional_memcpy": ("GPU -> CPU while CPU -> GPU runs (only GPU -> CPU reported)",
-                                            "unidirectional"),
+    "host_to_device_bidirectional_memcpy": (
+        "CPU -> GPU while GPU -> CPU runs (only CPU -> GPU reported)",
+        "unidirectional",
+    ),
+    "device_to_host_bidirectional_memcpy": (
+        "GPU -> CPU while CPU -> GPU runs (only GPU -> CPU reported)",
+        "unidirectional",
+    ),
     "all_to_host_memcpy": ("GPU -> CPU while every other GPU copies to the CPU", "unidirectional"),
-    "all_to_host_bidirectional_memcpy": ("GPU -> CPU while CPU -> GPU runs and every other GPU copies both ways",
-                                         "unidirectional"),
+    "all_to_host_bidirectional_memcpy": (
+        "GPU -> CPU while CPU -> GPU runs and every other GPU copies both ways",
+        "unidirectional",
+    ),
     "host_to_all_memcpy": ("CPU -> GPU while the CPU copies to every other GPU", "unidirectional"),
-    "host_to_all_bidirectional_memcpy": ("CPU -> GPU while GPU -> CPU runs and every other GPU copies both ways",
-                                         "unidirectional"),
-    "all_to_one_write": ("copies from all peers into this GPU at once: total inbound bandwidth (nvbandwidth's words)",
-                         "aggregate"),
-    "all_to_one_read": ("copies from all peers into this GPU at once, read by this GPU ('total outbound bandwidth' "
-                        "in nvbandwidth's words)", "aggregate"),
-    "one_to_all_write": ("copies from this GPU to all peers at once: total outbound bandwidth (nvbandwidth's words)",
-                         "aggregate"),
-    "one_to_all_read": ("copies from this GPU to all peers at once, read by the peers ('total inbound bandwidth' in "
-                        "nvbandwidth's words)", "aggregate"),
+    "host_to_all_bidirectional_memcpy": (
+        "CPU -> GPU while GPU -> CPU runs and every other GPU copies both ways",
+        "unidirectional",
+    ),
+    "all_to_one_write": (
+        "copies from all peers into this GPU at once: total inbound bandwidth (nvbandwidth's words)",
+        "aggregate",
+    ),
+    "all_to_one_read": (
+        "copies from all peers into this GPU at once, read by this GPU ('total outbound bandwidth' "
+        "in nvbandwidth's words)",
+        "aggregate",
+    ),
+    "one_to_all_write": (
+        "copies from this GPU to all peers at once: total outbound bandwidth (nvbandwidth's words)",
+        "aggregate",
+    ),
+    "one_to_all_read": (
+        "copies from this GPU to all peers at once, read by the peers ('total inbound bandwidth' in "
+        "nvbandwidth's words)",
+        "aggregate",
+    ),
     "device_local_copy": ("copy inside this GPU's memory", "none"),
     "host_device_latency": ("pointer-chase latency of this GPU reading host memory", "none"),
 }
@@ -132,9 +152,14 @@ def _no_result(lines: list[Line], started: int | None, skipped: list) -> None:
     if started is None:
         return
     name = _RUNNING.match(lines[started].text).group(2)
-    after = next((ln.text for ln in lines[started + 1:started + 6] if ln.text), "")
-    skipped.append(Skipped(lines[started].no, lines[started].raw,
-                           f"testcase {name} printed no result" + (f" ({after[:120]})" if after else "")))
+    after = next((ln.text for ln in lines[started + 1 : started + 6] if ln.text), "")
+    skipped.append(
+        Skipped(
+            lines[started].no,
+            lines[started].raw,
+            f"testcase {name} printed no result" + (f" ({after[:120]})" if after else ""),
+        )
+    )
 
 
 def _grid(lines: list[Line], i: int) -> tuple[int, list[list[str]], list[Skipped]]:
@@ -147,8 +172,9 @@ def _grid(lines: list[Line], i: int) -> tuple[int, list[list[str]], list[Skipped
         elif re.fullmatch(r"\[?\.\.\.\]?", lines[i].text):
             problems.append(Skipped(lines[i].no, lines[i].raw, "elision: the rest of this output was cut"))
         elif len(toks) != ncols + 1 or not all(is_number(v) or v == "N/A" for v in toks[1:]):
-            problems.append(Skipped(lines[i].no, lines[i].raw, f"matrix row with {len(toks) - 1} values for {ncols} "
-                                                               "columns"))
+            problems.append(
+                Skipped(lines[i].no, lines[i].raw, f"matrix row with {len(toks) - 1} values for {ncols} columns")
+            )
         else:
             grid.append(toks)  # the printed row label first: a skipped row must not shift the others
         i += 1
@@ -178,10 +204,22 @@ def _datasets(testcase: str, desc: str, grid: list[list[str]], sums: dict, head:
     if key not in HOST or len(grid) != 1:
         return f"testcase {testcase!r} ({desc}) is not one this reader knows how to tag; not read"
     what, direction = HOST[key]
-    frame = pd.DataFrame([{"quantity": f"nvbandwidth {testcase}, GPU {j}: {what}", "value": v, "unit": unit,
-                           "bandwidth_direction": direction, "note": f"printed matrix '{desc}', column {j}",
-                           "testcase": testcase, "gpu": j}
-                          for j, v in enumerate(grid[0][1:]) if v != "N/A"], columns=list(POINT_COLUMNS))
+    frame = pd.DataFrame(
+        [
+            {
+                "quantity": f"nvbandwidth {testcase}, GPU {j}: {what}",
+                "value": v,
+                "unit": unit,
+                "bandwidth_direction": direction,
+                "note": f"printed matrix '{desc}', column {j}",
+                "testcase": testcase,
+                "gpu": j,
+            }
+            for j, v in enumerate(grid[0][1:])
+            if v != "N/A"
+        ],
+        columns=list(POINT_COLUMNS),
+    )
     meta["bandwidth_direction"] = direction
     meta["gpu_count"] = meta["gpu_count"] or len(grid[0]) - 1  # one column per GPU
     return [LogDataset(TOOL, "point", frame, meta, lines, label)]
@@ -210,30 +248,54 @@ def _p2p_rows(testcase: str, engine: str, unit: str, qual, grid: list[list[str]]
             if r == c or v == "N/A":
                 continue
             src, dst = (c, r) if col_to_row else (r, c)
-            rows.append({"matrix": matrix, "p2p": "enabled", "src": src, "dst": dst,
-                         "bandwidth_GBps": None if latency else v,
-                         "latency_us": shift_decimal(v, -3) if latency else None,
-                         "mode": mode, "bandwidth_direction": direction})
+            rows.append(
+                {
+                    "matrix": matrix,
+                    "p2p": "enabled",
+                    "src": src,
+                    "dst": dst,
+                    "bandwidth_GBps": None if latency else v,
+                    "latency_us": shift_decimal(v, -3) if latency else None,
+                    "mode": mode,
+                    "bandwidth_direction": direction,
+                }
+            )
     return rows
 
 
 def _meta(head: dict, testcase: str, desc: str, sums: dict) -> dict:
     names = sorted({d["gpu"] for d in head["devices"]})
     versions = [f"nvbandwidth {head['version']}" if head.get("version") else ""]
-    versions += [f"{k} {head[k]}" for k in ("CUDA Runtime Version", "CUDA Driver Version",
-                                             "CUDA Driver Version (API)", "Driver Version") if head.get(k)]
-    return {"tool": TOOL, "testcase": testcase, "description": desc, "sum_printed": sums.get("SUM"),
-            "cv_printed": sums.get("COEFFICIENT_OF_VARIATION"), "nvbandwidth_version": head.get("version"),
-            "git_version": head.get("git_version"), "host": head.get("host"), "devices": head["devices"],
-            "waived": head["waived"], "gpu": " / ".join(names), "gpu_count": len(head["devices"]) or "",
-            "nodes": 1, "software": "; ".join(v for v in versions if v), "method": f"nvbandwidth -t {testcase}",
-            "caveats": CAVEATS, "title": f"nvbandwidth {testcase}" + (f" on {' / '.join(names)}" if names else "")}
+    versions += [
+        f"{k} {head[k]}"
+        for k in ("CUDA Runtime Version", "CUDA Driver Version", "CUDA Driver Version (API)", "Driver Version")
+        if head.get(k)
+    ]
+    return {
+        "tool": TOOL,
+        "testcase": testcase,
+        "description": desc,
+        "sum_printed": sums.get("SUM"),
+        "cv_printed": sums.get("COEFFICIENT_OF_VARIATION"),
+        "nvbandwidth_version": head.get("version"),
+        "git_version": head.get("git_version"),
+        "host": head.get("host"),
+        "devices": head["devices"],
+        "waived": head["waived"],
+        "gpu": " / ".join(names),
+        "gpu_count": len(head["devices"]) or "",
+        "nodes": 1,
+        "software": "; ".join(v for v in versions if v),
+        "method": f"nvbandwidth -t {testcase}",
+        "caveats": CAVEATS,
+        "title": f"nvbandwidth {testcase}" + (f" on {' / '.join(names)}" if names else ""),
+    }
 
 
 # --------------------------------------------------------------------------- --json
 def _json_start(lines: list[Line]) -> int | None:
     for k, ln in enumerate(lines):
-        if ln.text.startswith("{") and any('"nvbandwidth"' in x.text for x in lines[k:k + 3]):
+        if ln.text.startswith("{") and any('"nvbandwidth"' in x.text for x in lines[k : k + 3]):
             return k
     return None
 
@@ -245,9 +307,15 @@ def _parse_json(lines: list[Line], k: int) -> tuple[list[LogDataset], list[Skipp
     except json.JSONDecodeError as e:
         return [], [Skipped(lines[k].no + e.lineno - 1, lines[k].raw, f"--json output that is not valid JSON: {e.msg}")]
     root = doc.get("nvbandwidth", {})
-    head = {"version": root.get("version"), "git_version": root.get("git_version"),
-            "CUDA Runtime Version": root.get("CUDA Runtime Version"), "Driver Version": root.get("Driver Version"),
-            "host": root.get("Hostname"), "waived": [], "devices": []}
+    head = {
+        "version": root.get("version"),
+        "git_version": root.get("git_version"),
+        "CUDA Runtime Version": root.get("CUDA Runtime Version"),
+        "Driver Version": root.get("Driver Version"),
+        "host": root.get("Hostname"),
+        "waived": [],
+        "devices": [],
+    }
     for entry in root.get("GPU Device list", []):
         if m := re.match(r"(\d+): (.+?)(?: \(([0-9a-fA-F:.]+)\))?(?:: \((.*)\))?$", entry):
             head["devices"].append({"index": int(m.group(1)), "gpu": m.group(2), "bus_id": m.group(3)})
@@ -278,5 +346,5 @@ def _split_json(name: str, desc: str, grid: list[list[str]]) -> list[tuple[str, 
     labelled = lambda rows: [[str(k), *r] for k, r in enumerate(rows)]  # noqa: E731 (rows are 0..n-1 in JSON)
     if "GPU(row)" in desc and n and len(grid) == 3 * n and "Total" in desc:
         names = ("Read1", "Read2", "Total") if "_read" in name else ("Write1", "Write2", "Total")
-        return [(desc.replace("Total", q), labelled(grid[b * n:(b + 1) * n])) for b, q in enumerate(names)]
+        return [(desc.replace("Total", q), labelled(grid[b * n : (b + 1) * n])) for b, q in enumerate(names)]
     return [(desc, labelled(grid))]

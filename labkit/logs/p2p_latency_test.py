@@ -27,19 +27,25 @@ from ._text import Line, Skipped, common_indent, is_number
 
 TOOL = "p2pbandwidthlatencytest"
 COLUMNS = ("matrix", "p2p", "src", "dst", "bandwidth_GBps", "latency_us", "mode", "bandwidth_direction")
-CAVEATS = ("cuda-samples p2pBandwidthLatencyTest: GB/s with 1 GB = 1e9 B; 'Unidirectional' matrices time one "
-           "direction at a time, 'Bidirectional' matrices run both directions at once and print the sum "
-           "(bandwidth_direction column). The diagonal (src == dst) is a copy inside one GPU's memory, not a link. "
-           "'P2P=Disabled' copies are staged through host memory. mode='write'/'read' marks the matrices the tool "
-           "labels '(P2P Writes)'/'(P2P Reads)' (reads: data flows from the column GPU to the row GPU, so src is "
-           "the column); unlabelled matrices are empty. latency_gpu / latency_cpu are the tool's 'GPU' and 'CPU' "
-           "blocks. The tool prints no transfer size unless --numElems is on its command line.")
+CAVEATS = (
+    "cuda-samples p2pBandwidthLatencyTest: GB/s with 1 GB = 1e9 B; 'Unidirectional' matrices time one "
+    "direction at a time, 'Bidirectional' matrices run both directions at once and print the sum "
+    "(bandwidth_direction column). The diagonal (src == dst) is a copy inside one GPU's memory, not a link. "
+    "'P2P=Disabled' copies are staged through host memory. mode='write'/'read' marks the matrices the tool "
+    "labels '(P2P Writes)'/'(P2P Reads)' (reads: data flows from the column GPU to the row GPU, so src is "
+    "the column); unlabelled matrices are empty. latency_gpu / latency_cpu are the tool's 'GPU' and 'CPU' "
+    "blocks. The tool prints no transfer size unless --numElems is on its command line."
+)
 
 _BANNER = re.compile(r"\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]")
-_TITLE = re.compile(r"^(Unidirectional|Bidirectional)?\s*P2P=(Enabled|Disabled)\s+(Bandwidth|Latency)"
-                    r"(?:\s*\(P2P (Writes|Reads)\))?\s+Matrix\s*\((GB/s|us)\)")
-_DEVICE = re.compile(r"Device:\s*(\d+),\s*([^,;]+?),\s*pciBusID:\s*([0-9a-fA-F]+)"
-                     r"(?:,\s*pciDeviceID:\s*([0-9a-fA-F]+))?(?:,\s*pciDomainID:\s*([0-9a-fA-F]+))?")
+_TITLE = re.compile(
+    r"^(Unidirectional|Bidirectional)?\s*P2P=(Enabled|Disabled)\s+(Bandwidth|Latency)"
+    r"(?:\s*\(P2P (Writes|Reads)\))?\s+Matrix\s*\((GB/s|us)\)"
+)
+_DEVICE = re.compile(
+    r"Device:\s*(\d+),\s*([^,;]+?),\s*pciBusID:\s*([0-9a-fA-F]+)"
+    r"(?:,\s*pciDeviceID:\s*([0-9a-fA-F]+))?(?:,\s*pciDomainID:\s*([0-9a-fA-F]+))?"
+)
 _ACCESS = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
 _BLOCK = {"D\\D": None, "GPU": "latency_gpu", "CPU": "latency_cpu"}
 _TOPO_HEAD = re.compile(r"^\s*GPU0(\s+GPU\d+)*(\s+(NIC\d+|mlx\S+))*\s+(CPU Affinity|NUMA Affinity)?")
@@ -76,9 +82,15 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             continue
         else:
             for dm in _DEVICE.finditer(t):
-                cur["devices"].append({"index": int(dm.group(1)), "gpu": dm.group(2).strip(),
-                                       "pci_bus_id": dm.group(3), "pci_device_id": dm.group(4),
-                                       "pci_domain_id": dm.group(5)})
+                cur["devices"].append(
+                    {
+                        "index": int(dm.group(1)),
+                        "gpu": dm.group(2).strip(),
+                        "pci_bus_id": dm.group(3),
+                        "pci_device_id": dm.group(4),
+                        "pci_domain_id": dm.group(5),
+                    }
+                )
             for am in _ACCESS.finditer(t):
                 cur["access"].append([int(am.group(1)), int(am.group(3)), am.group(2) == "CAN"])
             if "p2pBandwidthLatencyTest" in t or "--p2p_read" in t or "--numElems" in t:
@@ -89,8 +101,17 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
 
 
 def _new_run(first: int) -> dict:
-    return {"first": first, "last": first, "titles": set(), "rows": [], "n": 0, "devices": [], "access": [],
-            "command": None, "connectivity": None}
+    return {
+        "first": first,
+        "last": first,
+        "titles": set(),
+        "rows": [],
+        "n": 0,
+        "devices": [],
+        "access": [],
+        "command": None,
+        "connectivity": None,
+    }
 
 
 def _start(runs: list, cur: dict, first: int) -> dict:
@@ -118,32 +139,53 @@ def _matrix(lines: list[Line], i: int, title: re.Match) -> tuple[int, list[dict]
         toks = ln.tokens
         if toks and toks[0] in _BLOCK and all(t.isdigit() for t in toks[1:]) and len(toks) > 1:
             if block is not None and read_rows < len(cols):
-                problems.append(Skipped(ln.no, ln.raw, f"{_what(block, direction)} block has {read_rows} of "
-                                                       f"{len(cols)} rows"))
+                problems.append(
+                    Skipped(ln.no, ln.raw, f"{_what(block, direction)} block has {read_rows} of {len(cols)} rows")
+                )
             block = _BLOCK[toks[0]] or ("bandwidth_bi" if direction == "Bidirectional" else "bandwidth_uni")
             cols, read_rows = [int(t) for t in toks[1:]], 0
         elif block is not None and toks and toks[0].isdigit() and len(toks) > 1:
             vals = toks[1:]
             if len(vals) != len(cols) or not all(is_number(v) for v in vals):
-                problems.append(Skipped(ln.no, ln.raw, f"{_what(block, direction)} row {toks[0]}: {len(vals)} values "
-                                                       f"for {len(cols)} GPU columns"))
+                problems.append(
+                    Skipped(
+                        ln.no,
+                        ln.raw,
+                        f"{_what(block, direction)} row {toks[0]}: {len(vals)} values for {len(cols)} GPU columns",
+                    )
+                )
             else:
                 r = int(toks[0])
                 for c, v in zip(cols, vals):
                     src, dst = (c, r) if mode == "read" else (r, c)
-                    rows.append({"matrix": block, "p2p": p2p, "src": src, "dst": dst,
-                                 "bandwidth_GBps": v if unit == "GB/s" else None,
-                                 "latency_us": v if unit == "us" else None, "mode": mode,
-                                 "bandwidth_direction": {"bandwidth_uni": "unidirectional",
-                                                         "bandwidth_bi": "bidirectional"}.get(block, "none")})
+                    rows.append(
+                        {
+                            "matrix": block,
+                            "p2p": p2p,
+                            "src": src,
+                            "dst": dst,
+                            "bandwidth_GBps": v if unit == "GB/s" else None,
+                            "latency_us": v if unit == "us" else None,
+                            "mode": mode,
+                            "bandwidth_direction": {
+                                "bandwidth_uni": "unidirectional",
+                                "bandwidth_bi": "bidirectional",
+                            }.get(block, "none"),
+                        }
+                    )
             read_rows += 1
         elif ln.text or ln.fence:
             break
         i += 1
     end = lines[i].no if i < len(lines) else (lines[-1].no + 1 if lines else 0)
     if block is not None and read_rows < len(cols):
-        problems.append(Skipped(end, lines[i].raw if i < len(lines) else "",
-                                f"{_what(block, direction)} block ends after {read_rows} of {len(cols)} rows"))
+        problems.append(
+            Skipped(
+                end,
+                lines[i].raw if i < len(lines) else "",
+                f"{_what(block, direction)} block ends after {read_rows} of {len(cols)} rows",
+            )
+        )
     if block is None and i >= start:
         problems.append(Skipped(lines[start - 1].no, lines[start - 1].raw, "matrix title with no matrix under it"))
     return i, rows, problems
@@ -161,8 +203,12 @@ def _connectivity(lines: list[Line], i: int) -> tuple[int, list[list[int]] | Non
 
 
 def _what(block: str, direction) -> str:
-    return {"bandwidth_uni": "unidirectional bandwidth", "bandwidth_bi": "bidirectional bandwidth",
-            "latency_gpu": "latency (GPU)", "latency_cpu": "latency (CPU)"}.get(block, block)
+    return {
+        "bandwidth_uni": "unidirectional bandwidth",
+        "bandwidth_bi": "bidirectional bandwidth",
+        "latency_gpu": "latency (GPU)",
+        "latency_cpu": "latency (CPU)",
+    }.get(block, block)
 
 
 def topology_block(lines: list[Line]) -> str | None:
@@ -198,15 +244,23 @@ def _dataset(run: dict, topology: str | None, index: int) -> LogDataset:
     names = sorted({d["gpu"] for d in run["devices"]})
     n = len(run["devices"]) or run["n"]
     m = re.search(r"--numElems=(\d+)", run["command"] or "")
-    meta = {"tool": TOOL, "devices": run["devices"], "peer_access": run["access"], "command": run["command"],
-            "connectivity": run["connectivity"],
-            "options": re.findall(r"--\w+(?:=\S+)?", run["command"] or ""),
-            "gpu": " / ".join(names), "gpu_count": n, "nodes": 1, "software": "cuda-samples p2pBandwidthLatencyTest",
-            "method": "cuda-samples p2pBandwidthLatencyTest" + (" " + " ".join(re.findall(r"--\w+(?:=\S+)?",
-                                                                                          run["command"] or ""))
-                                                                 if run["command"] else ""),
-            "bandwidth_direction": "mixed", "caveats": CAVEATS,
-            "title": f"p2pBandwidthLatencyTest on {n}x {' / '.join(names) or 'GPU (names not printed)'}"}
+    meta = {
+        "tool": TOOL,
+        "devices": run["devices"],
+        "peer_access": run["access"],
+        "command": run["command"],
+        "connectivity": run["connectivity"],
+        "options": re.findall(r"--\w+(?:=\S+)?", run["command"] or ""),
+        "gpu": " / ".join(names),
+        "gpu_count": n,
+        "nodes": 1,
+        "software": "cuda-samples p2pBandwidthLatencyTest",
+        "method": "cuda-samples p2pBandwidthLatencyTest"
+        + (" " + " ".join(re.findall(r"--\w+(?:=\S+)?", run["command"] or "")) if run["command"] else ""),
+        "bandwidth_direction": "mixed",
+        "caveats": CAVEATS,
+        "title": f"p2pBandwidthLatencyTest on {n}x {' / '.join(names) or 'GPU (names not printed)'}",
+    }
     if m:
         meta["nbytes"] = 4 * int(m.group(1))  # --numElems counts 4-byte ints (the sample copies int buffers)
     if topology:
