@@ -230,8 +230,9 @@ def test_emulated_link_straggler_and_process_level_in_one_launch():
     assert [n for n in live.processes.nbytes] == [4096, 1 << 20] and min(live.processes.bandwidth_GBps) > 0
     s = live.straggler.set_index("rank")
     assert s.loc[2, "delayed"] and s.loc[2, "in_collective_s"] < 0.2
-    for r in (0, 1, 3):  # everyone else waits for rank 2 inside the collective
-        assert s.loc[r, "in_collective_s"] >= 0.25
+    # nobody left the all_reduce before rank 2 entered it (on the shared monotonic clock) ...
+    assert (s["left_early"] == 0).all(), s
+    assert s.loc[2, "total_s"] >= 0.3
 
 
 def test_netns_cluster_removed_on_error():

@@ -25,7 +25,7 @@ def test_nb06_reference_mode(run_nb):
         assert exp["hierarchical_gloo"]["slow_link"] == "netns"
         assert set(slowlink.list_namespaces()) == before  # no namespace left behind
     # every self-check in the notebook passed
-    assert r["all_checks_passed"], r["checks"]
+    assert r["all_checks_passed"], {k: v for k, v in r["checks"].items() if not v}
     # every figure (the widget's too) went through session.figure and has a title, units and a source
     assert r["checks"]["figures_labelled"] and r["figures_checked"] >= 6 and r["figure_problems"] == []
     for name in (

@@ -228,7 +228,7 @@ def run_live(
             "measured",
             ladder.PROCESS_METHOD,
         )
-    strag = pd.DataFrame(list(out["straggler"])) if "straggler" in out else None
+    strag = straggler_frame(list(out["straggler"])) if "straggler" in out else None
     return LiveRuns(cmp, proc, strag, straggler_delay)
 
 
@@ -321,7 +321,22 @@ def straggler(
         timeout_s=timeout_s,
         kwargs=dict(delay_rank=delay_rank, delay_s=delay_s, nbytes=nbytes, repeats=repeats),
     )
-    return pd.DataFrame(rows)
+    return straggler_frame(rows)
+
+
+def straggler_frame(rows):
+    """One row per rank; `left_early` counts the repeats in which this rank left the all_reduce
+    before the late rank had entered it (on the machine's monotonic clock). It is 0 for every rank
+    of a blocking collective: nobody can finish a sum that lacks one rank's contribution, however
+    the scheduler delays the waiting ranks (which can shorten their `in_collective_s`)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    late = df[df["delayed"]]
+    if len(late) == 1:
+        entered = late.iloc[0]["entered_s"]
+        df["left_early"] = [sum(lv < en for lv, en in zip(left, entered)) for left in df["left_s"]]
+    return df.drop(columns=["entered_s", "left_s"])
 
 
 def plot_straggler(df, delay_s: float):

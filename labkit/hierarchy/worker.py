@@ -182,22 +182,26 @@ def straggler_rank(
 
     x = torch.zeros(max(1, nbytes // 4))
     dist.all_reduce(x)  # warm-up: connections and buffers
-    total, inside = [], []
+    total, inside, entered, left = [], [], [], []
     for _ in range(repeats):
         dist.barrier()
-        t0 = time.perf_counter()
+        t0 = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on this machine
         if rank == delay_rank:
             time.sleep(delay_s)
-        t1 = time.perf_counter()
+        t1 = time.monotonic()
         dist.all_reduce(x)
-        t2 = time.perf_counter()
+        t2 = time.monotonic()
         total.append(t2 - t0)  # from the barrier to the end of the collective
         inside.append(t2 - t1)  # inside the collective call: waiting for the slowest rank + the work
+        entered.append(t1)
+        left.append(t2)
     return {
         "rank": rank,
         "total_s": statistics.median(total),
         "in_collective_s": statistics.median(inside),
         "delayed": rank == delay_rank,
+        "entered_s": entered,  # per repeat, on the machine's monotonic clock
+        "left_s": left,
     }
 
 
