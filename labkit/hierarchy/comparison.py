@@ -193,7 +193,6 @@ def run_live(
     straggler (rank R sleeps S seconds before an all_reduce), then hierarchical vs flat ring vs
     gloo over the slow link (which, for namespaces, moves every rank into its group's namespace).
     """
-    import pandas as pd
 
     layout = Layout(world_size, group_size)
     kind, why = choose_slow_link(slow_link)
@@ -310,7 +309,6 @@ def straggler(
     timeout_s: float = 120.0,
 ):
     """Every rank's time from a common barrier to the end of one all_reduce, while one rank sleeps first."""
-    import pandas as pd
 
     if not 0 <= delay_rank < world_size:
         raise ValueError(f"delay_rank must be in 0..{world_size - 1}, got {delay_rank}")
