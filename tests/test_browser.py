@@ -1,9 +1,11 @@
 """The workbook in a real browser: JupyterLab driven in Chromium through Playwright.
 
-For every notebook in notebooks/*.ipynb: a copy with the parameters cell set to reference mode,
-quick (the committed notebook is untouched) is opened in JupyterLab, run with Run → Run All Cells,
+For every notebook in notebooks/*.ipynb: its student edition (`labkit student`: what a learner
+opens; the instructor edition runs under papermill and nbconvert in test_nbNN.py and
+test_executors.py) with the parameters cell set to reference mode, quick, is opened in JupyterLab, run with Run → Run All Cells,
 and checked — every code cell executed, no error or stderr output, figures rendered as images, the
-results JSON written by the last cell — then at least one live widget must respond: choosing from a
+results JSON written by the last cell, every exercise "not attempted" (the answers are gone) —
+then at least one live widget must respond: choosing from a
 dropdown or moving a slider changes what its output area shows. A screenshot of each notebook (and
 of the widget after it responded) goes to artifacts/browser/ (or $LABKIT_BROWSER_ARTIFACTS).
 
@@ -27,6 +29,8 @@ from pathlib import Path
 import browser_helpers as bh
 import pytest
 
+from labkit import student
+from labkit.check import NOT_ATTEMPTED
 from labkit.notebooks import notebooks_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -129,6 +133,13 @@ def browser(no_leftovers, chromium, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def student_copies(tmp_path_factory) -> dict[str, Path]:
+    """The student edition of every notebook (the browser runs these: test_student relies on it)."""
+    written = student.build(tmp_path_factory.mktemp("student"), NOTEBOOKS)
+    return {p.stem: p for p in written}
+
+
+@pytest.fixture(scope="module")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
@@ -174,22 +185,24 @@ def test_parameters_rewrite_keeps_the_committed_notebook():
 
 @pytest.mark.timeout(int(RUN_TIMEOUT_S + 4 * WIDGET_TIMEOUT_S + 120))
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, record_property):
+def test_notebook_in_jupyterlab(notebook: Path, lab, browser, student_copies, artifacts, record_property):
     results = lab.root / f"{notebook.stem}.results.json"
-    copy = bh.prepare_notebook(notebook, lab.root, results_path=str(results), **PARAMETERS)
+    copy = bh.prepare_notebook(student_copies[notebook.stem], lab.root, results_path=str(results), **PARAMETERS)
     shot, widget_shot = artifacts / f"{notebook.stem}.png", artifacts / f"{notebook.stem}.widget.png"
     for old in (shot, widget_shot):
         old.unlink(missing_ok=True)
     page = browser.new_page()
     js_errors = []
     page.on("pageerror", lambda e: js_errors.append(str(e)))
-    failures, summary = [], {}
+    failures, summary, stages = [], {}, {}
     t0 = time.monotonic()
     try:
         bh.open_notebook(page, lab, copy.name)
+        stages["open"] = time.monotonic() - t0
         bh.run_all_cells(page)
         run = bh.wait_until_executed(page, RUN_TIMEOUT_S)
         summary["run_s"] = run["seconds"]
+        stages["run"] = time.monotonic() - t0
         if run["stopped_early"]:
             failures.append(f"not every code cell ran; prompts: {run['prompts']}")
         failures += bh.problems(page)
@@ -202,10 +215,18 @@ def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, record_
         if not results.exists():
             failures.append("the last cell did not write the results JSON (session.save())")
         else:
-            bad = [k for k, v in json.loads(results.read_text()).get("checks", {}).items() if v is False]
+            summary_json = json.loads(results.read_text())
+            bad = [k for k, v in summary_json.get("checks", {}).items() if v is False]
             if bad:
                 failures.append(f"results JSON checks failed: {bad}")
+            for name, info in summary_json.get("experiments", {}).items():
+                if "exercise" in name:  # the student edition has no answers: nothing can be scored yet
+                    scored = {k: v for k, v in info.items() if v in ("correct", "try again", NOT_ATTEMPTED)}
+                    if set(scored.values()) - {NOT_ATTEMPTED}:
+                        failures.append(f"{name}: exercises scored in the student edition: {scored}")
+        stages["checks"] = time.monotonic() - t0
         widgets = bh.exercise_widgets(page, WIDGET_TIMEOUT_S)
+        stages["widgets"] = time.monotonic() - t0
         summary["widgets"] = widgets
         responded = [w for w in widgets if w["changed"]]
         if not widgets:
@@ -220,6 +241,7 @@ def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, record_
     finally:
         try:
             bh.screenshot_notebook(page, shot)
+            stages["screenshot"] = time.monotonic() - t0
         except Exception as e:  # a screenshot must not hide the real failure
             failures.append(f"(screenshot failed: {e})")
         page.close()
@@ -233,6 +255,7 @@ def test_notebook_in_jupyterlab(notebook: Path, lab, browser, artifacts, record_
             SUMMARY_PROPERTY,
             f"[browser] {notebook.stem}: {time.monotonic() - t0:.1f} s "
             f"(run all {summary.get('run_s', float('nan')):.1f} s), "
+            f"stages at {', '.join(f'{k} {v:.1f}' for k, v in stages.items())} s, "
             f"figures {summary.get('figures')}, widgets responded {sum(x['changed'] for x in w)}/{len(w)} "
             f"{[x['control'] for x in w if x['changed']]}; screenshot: {shot}"
             + (f", {widget_shot}" if widget_shot.exists() else ""),
