@@ -28,6 +28,7 @@ from typing import Callable
 
 from . import reference as _reference
 from .plots import figure_problems
+from .system import no_nvidia_driver
 
 MODES = ("auto", "live", "reference")
 
@@ -69,7 +70,9 @@ class CudaUnavailable(RuntimeError):
 
 
 def gpu_count() -> int:
-    """CUDA devices visible to torch (0 when torch or CUDA is missing)."""
+    """CUDA devices visible to torch (0 when torch, CUDA or the NVIDIA driver is missing)."""
+    if no_nvidia_driver():
+        return 0
     try:
         import torch
     except ImportError:

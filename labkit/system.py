@@ -202,7 +202,54 @@ def nvml_gpus() -> tuple[list[dict], str | None]:
     return gpus, None
 
 
+def no_nvidia_driver() -> bool:
+    """True where no CUDA device can exist: Linux with no NVIDIA kernel driver loaded (no
+    /proc/driver/nvidia, no /dev/nvidia*, no WSL GPU /dev/dxg), or macOS. Answered without importing
+    torch (about 2 s), which a notebook replaying recorded data on a laptop then never pays."""
+    if sys.platform == "darwin":
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    dev = Path("/dev")
+    return not (Path("/proc/driver/nvidia").exists() or (dev / "dxg").exists() or any(dev.glob("nvidia[0-9]*")))
+
+
+def _torch_facts_without_import() -> dict | None:
+    """torch's version and CUDA build read from its installed files, or None (then torch is imported)."""
+    import ast
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.origin is None:
+            return {"torch": None, "cuda_available": False}
+        version_py = Path(spec.origin).parent / "version.py"
+        values = {}
+        for node in ast.parse(version_py.read_text()).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            if isinstance(node, ast.AnnAssign):
+                target = node.target
+            if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
+                values[target.id] = node.value.value
+        return {
+            "torch": values.get("__version__") or importlib.metadata.version("torch"),
+            "cuda_build": values["cuda"],
+            "cuda_available": False,
+            "cuda_device_count": 0,
+            "nccl": None,
+            "gloo": None,  # not checked: torch was not imported
+            "torch_facts": "read from torch's files without importing it (no NVIDIA driver here)",
+        }
+    except Exception:
+        return None
+
+
 def torch_facts() -> dict:
+    if "torch" not in sys.modules and no_nvidia_driver():
+        facts = _torch_facts_without_import()
+        if facts is not None:
+            return facts
     try:
         import torch
     except ImportError:

@@ -137,3 +137,23 @@ def test_references_are_what_reference_selects(capsys):
     got = s.references("copy_sweep")
     assert got and all(d.kind == "copy_sweep" for d in got)
     assert "is a dataset of kind" in capsys.readouterr().out  # the note says why the shipped ones are shown
+
+
+def test_without_an_nvidia_driver_torch_facts_need_no_torch_import():
+    """Replaying recorded data on a laptop never pays torch's import; the facts match torch's own."""
+    import subprocess
+    import sys
+
+    from labkit import system
+
+    if not system.no_nvidia_driver():
+        pytest.skip("this machine has an NVIDIA driver: torch is imported to count devices")
+    code = (
+        "import sys, json; from labkit import runtime, system; "
+        "n = runtime.gpu_count(); f = system.torch_facts(); imported = 'torch' in sys.modules; "
+        "import torch; print(json.dumps([n, imported, f['torch'], f['cuda_build'], torch.__version__, torch.version.cuda]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    n, imported, version, build, torch_version, torch_build = json.loads(out)
+    assert (n, imported) == (0, False)
+    assert (version, build) == (torch_version, torch_build)
