@@ -11,6 +11,7 @@ so the site is checked without executing anything twice.
 
 import json
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import browser_helpers as bh
@@ -18,26 +19,60 @@ import nbformat
 import pytest
 from executors import nbconvert_execute
 
-from labkit import site
+from labkit import reference, site
 from labkit.notebooks import NOTEBOOKS, find_notebook
 
 pytestmark = pytest.mark.notebook
+
+
+#: The nbconvert runs also try what `reference=` accepts besides the shipped catalogue (the papermill runs
+#: in test_nbNN.py use the default): a notebook costs ~10 s of CPU, so one run checks both.
+PROFILE = "classroom_node"  # a copy of a real recorded profile folder, as an instructor hands it out
+REFERENCES = {
+    "01_pcie_latency_curve": lambda root: str(root / PROFILE),
+    "02_pinned_vs_pageable": lambda root: "h100_vm_labkit_nonblocking_pitfall",  # a point set, no pin-cost run
+}
 
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """The six notebooks executed by nbconvert (reference mode, quick), two kernels at a time."""
     root = tmp_path_factory.mktemp("nbconvert")
+    shutil.copytree(reference.profile_path("h100_pcie5_vm_20261123"), root / PROFILE)
 
     def run(name):
         results = root / f"{name}.results.json"
-        executed = nbconvert_execute(
-            find_notebook(name), root / "executed", {"mode": "reference", "quick": True, "results_path": str(results)}
-        )
+        params = {"mode": "reference", "quick": True, "results_path": str(results)}
+        if name in REFERENCES:
+            params["reference"] = REFERENCES[name](root)
+        executed = nbconvert_execute(find_notebook(name), root / "executed", params)
         return name, executed, results
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores
         return root, list(pool.map(run, NOTEBOOKS))
+
+
+def _results(executed, name: str) -> dict:
+    root, runs = executed
+    return json.loads(next(r for n, _, r in runs if n == name).read_text())
+
+
+def test_a_recorded_profile_folder_is_replayed_by_a_notebook(executed):
+    """An instructor's `labkit record` folder, given as reference=, is what notebook 01 shows first."""
+    r = _results(executed, "01_pcie_latency_curve")
+    assert r["reference"] == str(executed[0] / PROFILE)
+    assert r["datasets"][0] == "gpu_copy_sweep"  # the profile's sweep, ahead of the shipped ones
+    assert r["all_checks_passed"], r["checks"]
+
+
+def test_nb02_without_a_recorded_pin_cost_measures_the_host_part_here(executed):
+    """reference= naming a point dataset that holds no pin-cost run: pinning's host half is measured on
+    this CPU and labelled as a lower bound, the copy times come from a recorded sweep."""
+    r = _results(executed, "02_pinned_vs_pageable")
+    pin = r["experiments"]["pin_cost"]
+    assert pin["mode"] == "live" and pin["pin"].startswith("measured here: host part") and "lower bound" in pin["pin"]
+    assert pin["copies"].startswith("recorded:")
+    assert r["all_checks_passed"], r["checks"]
 
 
 def test_every_notebook_runs_under_nbconvert_without_labkit_variables(executed):

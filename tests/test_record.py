@@ -164,14 +164,4 @@ def _interrupt_after_ready(proc: subprocess.Popen, sig: int, timeout: float = 30
     assert proc.returncode != 0, f"exit status 0 after signal {sig}; stderr:\n{proc.stderr.read()[-3000:]}"
 
 
-@pytest.mark.notebook
-def test_a_recorded_profile_folder_is_replayed_by_a_notebook(tmp_path, run_nb):
-    """An instructor's `labkit record` folder, given as reference=, is what notebook 01 shows first."""
-    import shutil
-
-    prof = tmp_path / "classroom_node"  # a real recorded profile (1x H100), as an instructor would hand it out
-    shutil.copytree(reference.profile_path("h100_pcie5_vm_20261123"), prof)
-    r = run_nb("01_pcie_latency_curve", reference=str(prof))
-    assert r["reference"] == str(prof)
-    assert r["datasets"][0] == "gpu_copy_sweep"  # the profile's sweep, ahead of the shipped ones
-    assert r["all_checks_passed"], r["checks"]
+# A recorded profile folder replayed by notebook 01 (reference=): tests/test_executors.py, in its nbconvert run.
