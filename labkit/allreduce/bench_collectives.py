@@ -13,6 +13,7 @@ size; the other ranks print nothing. See docs/measure-your-cluster.md.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import os
 import sys
@@ -66,6 +67,15 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--ranks", type=int, default=2, help="local ranks when not under torchrun (default 2)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help="give up after")
+
+
+def argparse_defaults(**overrides) -> argparse.Namespace:
+    """The flags' defaults as parsed arguments, with `overrides` (for callers that are not the command line)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([])
+    vars(args).update(json=False, **overrides)
+    return args
 
 
 def config(args) -> PerfConfig:
