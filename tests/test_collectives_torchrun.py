@@ -61,6 +61,8 @@ def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2)):
     """Two torchrun agents, one per "node" (a network namespace each where this machine allows, else
     both on loopback); return (rank 0's stdout, the other agent's stdout, which network, rdzv id)."""
     use_netns, why = slowlink.available()
+    if os.environ.get("LABKIT_TEST_NETWORK") == "loopback":
+        use_netns, why = False, "LABKIT_TEST_NETWORK=loopback"
     rdzv_id = f"labkit-colls-{uuid.uuid4().hex[:8]}"
     cluster = slowlink.NetnsCluster(2, 1.0) if use_netns else nullcontext()
     procs, outs = [], []
@@ -100,6 +102,7 @@ def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2)):
     return texts[0][0], texts[1][0], network, rdzv_id
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_torchrun_agents_print_a_table_labkit_logs_reads(tmp_path):
     out0, out1, network, rdzv_id = run_two_agents(
@@ -161,6 +164,23 @@ def test_json_lines_are_the_table_labkit_logs_reads(capsys):
                 assert got.busbw_GBps == f"{rec[f'{key}_busbw_GBps']:.{perf_table.BW_DECIMALS}f}"
                 assert got.time_us == f"{rec[f'{key}_time_us']:.{perf_table.TIME_DECIMALS}f}"
                 assert rec[f"{key}_busbw_GBps"] == pytest.approx(rec[f"{key}_algbw_GBps"] * bus_factor(rec["op"], 2))
+
+
+@pytest.mark.timeout(120)
+def test_bench_allreduce_under_torchrun_prints_the_table(monkeypatch, capsys):
+    """`labkit bench allreduce` in a process torchrun started (here: its environment, one rank) joins the
+    group from that environment (env://) and prints dist.all_reduce in nccl-tests' table."""
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert cli.main(["bench", "allreduce", "--sizes", "4KiB,64KiB", "--repeats", "2", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "launched by torchrun" in out and "world size 1, nodes 1 (torchrun agents" in out
+    (ds,) = parse_log(out)
+    assert ds.meta["op"] == "all_reduce" and ds.meta["parameters"]["iters"] == "2"
+    assert list(ds.frame["nbytes"]) == [4096, 4096, 65536, 65536] and (ds.frame["wrong"] == "0").all()
+    assert (ds.frame["busbw_GBps"].astype(float) == 0).all()  # one rank moves nothing: 2(n-1)/n = 0
 
 
 # --------------------------------------------------------------------------- no processes

@@ -74,7 +74,7 @@ def argparse_defaults(**overrides) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args([])
-    vars(args).update(json=False, **overrides)
+    vars(args).update({"json": False, **overrides})
     return args
 
 
@@ -82,7 +82,10 @@ def config(args) -> PerfConfig:
     ops = OPS if args.collective.strip() == "all" else tuple(o.strip() for o in args.collective.split(",") if o.strip())
     return PerfConfig(
         ops=ops,
-        sizes=tuple(sweep_sizes(parse_size(args.min_bytes), parse_size(args.max_bytes), args.step_factor)),
+        sizes=tuple(
+            getattr(args, "size_list", None)
+            or sweep_sizes(parse_size(args.min_bytes), parse_size(args.max_bytes), args.step_factor)
+        ),
         dtype=type_name(args.dtype),
         redop=args.op,
         root=args.root,

@@ -21,7 +21,8 @@ def header(op: str, *, ranks: list[dict], backend: str, launcher: str, cfg, torc
     nodes = len({r["node"] for r in ranks})
     hosts = len({r["host"] for r in ranks})
     sizes = cfg.sizes
-    step = f"{sizes[1] / sizes[0]:g}(factor)" if len(sizes) > 1 else "1(bytes)"
+    ratios = {b / a for a, b in zip(sizes, sizes[1:])}
+    step = f"{ratios.pop():g}(factor)" if len(ratios) == 1 else "0(bytes)" if not ratios else "listed(sizes)"
     lines = [
         f"# labkit {__version__} bench collectives: torch.distributed {backend}"
         + (f" (torch {torch_version})" if torch_version else "")
