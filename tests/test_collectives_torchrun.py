@@ -203,7 +203,7 @@ def test_sizes_and_counts_are_nccl_tests():
 
 @pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather", "alltoall", "sendrecv", "broadcast"])
 @pytest.mark.parametrize("dtype", ["float", "int8", "bfloat16"])
-def test_wrong_counts_the_elements_that_differ(op, dtype):
+def test_wrong_counts_the_elements_that_differ(op, dtype, monkeypatch):
     """The #wrong check is real: the expected output passes, one changed element is one wrong."""
     import torch
 
@@ -211,12 +211,14 @@ def test_wrong_counts_the_elements_that_differ(op, dtype):
     tdtype = getattr(torch, perf.TYPES[dtype])
     lay = perf.layout(op, 96, 3, tdtype.itemsize)
     chk = perf._Check(torch, op, cfg, 1, 3, lay, tdtype, torch.device("cpu"))
-    good = chk.expected()[0].to(tdtype)
+    good = chk.expected(0, lay["recv"])[0].to(tdtype)
     assert good.numel() == lay["recv"] and chk.wrong(good) == 0
     bad = good.clone()
     bad[-1] += 1
     assert chk.wrong(bad) == 1
     assert chk.wrong(torch.zeros_like(good)) > 0
+    monkeypatch.setattr(perf, "CHECK_CHUNK", 7)  # compared in pieces: the same count
+    assert chk.wrong(good) == 0 and chk.wrong(bad) == 1
 
 
 def test_torchrun_is_detected_from_its_environment():

@@ -53,6 +53,8 @@ IN_PLACE_ONLY = ("all_reduce", "broadcast", "reduce")
 #: their in-place time includes a local copy of the buffer aside.
 OUT_OF_PLACE_ONLY = ("alltoall", "sendrecv")
 PLACEMENTS = ("out-of-place", "in-place")
+#: Output elements the #wrong check compares at a time.
+CHECK_CHUNK = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,41 +165,59 @@ class _Check:
         start = self.rank * self.per if self.op == "all_gather" else 0
         return self.values(self.rank, start, self.lay["send"]).to(self.dtype).to(self.device)
 
-    def expected(self):
-        """(expected output as int64/float64 on the CPU, Σ|inputs| for the tolerance, or None) on this rank."""
-        op, r, n, per, redop = self.op, self.rank, self.n, self.per, self.cfg.redop
+    def sources(self, start: int, stop: int):
+        """(source rank, index in that rank's input) of output elements [start, stop) — None: a reduction over all."""
+        t, op, r, n, per = self.torch, self.op, self.rank, self.n, max(self.per, 1)
+        j = t.arange(start, stop, dtype=t.int64)
         if op in ("all_reduce", "reduce"):
-            vals = [self.values(q, 0, self.lay["count"]) for q in range(n)]
-        elif op == "reduce_scatter":
-            vals = [self.values(q, r * per, per) for q in range(n)]
-        elif op == "all_gather":
-            return self.torch.cat([self.values(q, q * per, per) for q in range(n)]), None
-        elif op == "alltoall":  # block q of my output is block r of rank q's input
-            return self.torch.cat([self.values(q, r * per, per) for q in range(n)]), None
-        elif op == "broadcast":
-            return self.values(self.cfg.root, 0, self.lay["count"]), None
-        else:  # sendrecv: from rank r-1
-            return self.values((r - 1) % n, 0, self.lay["count"]), None
-        exact = _reduce(self.torch, redop, [v.double() if self.floating else v for v in vals])
-        abs_sum = _reduce(self.torch, "sum", [v.double().abs() for v in vals]) if self.floating else None
+            return None, j
+        if op == "reduce_scatter":  # my output is block r of everyone's input, reduced
+            return None, r * self.per + j
+        if op == "all_gather":  # block q is rank q's input, which holds its own block of the index range
+            return j // per, j
+        if op == "alltoall":  # block q of my output is block r of rank q's input
+            return j // per, r * self.per + j % per
+        if op == "broadcast":
+            return t.full_like(j, self.cfg.root), j
+        return t.full_like(j, (r - 1) % n), j  # sendrecv: from rank r-1
+
+    def expected(self, start: int, stop: int):
+        """(expected output elements [start, stop) as int64/float64 on the CPU, Σ|inputs| there or None)."""
+        t, redop = self.torch, self.cfg.redop
+        src, idx = self.sources(start, stop)
+        if src is not None:
+            return _pattern(t, redop, src, self.n, idx, self.unsigned), None
+        exact = abs_sum = None
+        for q in range(self.n):  # one rank at a time: memory stays a few copies of the chunk
+            v = _pattern(t, redop, q, self.n, idx, self.unsigned)
+            v = v.double() if self.floating else v
+            exact = v if exact is None else _reduce(t, redop, [exact, v])
+            if self.floating:
+                abs_sum = v.abs() if abs_sum is None else abs_sum + v.abs()
         if redop == "avg":
-            exact, abs_sum = exact / n, abs_sum / n
+            exact, abs_sum = exact / self.n, abs_sum / self.n
         return exact, abs_sum
 
     def wrong(self, result) -> int:
-        """Elements of this rank's output that differ from the expected reduction (0 where it has none to check)."""
+        """Elements of this rank's output that differ from the expected reduction (0 where it has none to check).
+
+        Compared CHECK_CHUNK elements at a time, so checking a large buffer needs little extra memory."""
         if self.op == "reduce" and self.rank != self.cfg.root:
             return 0  # only the root receives the reduction
-        exact, abs_sum = self.expected()
-        got = result.detach().cpu()
-        if self.floating and self.cfg.redop in ("sum", "avg") and self.op in REDUCING:
-            name = str(self.dtype).replace("torch.", "")
-            # any summation order is correct (labkit.collectives.summation_tolerance); the result is
-            # rounded to the dtype once more, half an ulp of its magnitude
-            tol = summation_tolerance(abs_sum, self.n, name) + UNIT_ROUNDOFF[name] * exact.abs()
-            return int(((got.double() - exact).abs() > tol).sum())
-        want = exact.to(self.dtype)  # int64 → int8/uint8 wraps like the reduction in the dtype does
-        return int((got != want).sum())
+        flat, bad = result.detach().reshape(-1), 0
+        for a in range(0, flat.numel(), CHECK_CHUNK):
+            b = min(a + CHECK_CHUNK, flat.numel())
+            exact, abs_sum = self.expected(a, b)
+            got = flat[a:b].cpu()
+            if self.floating and self.cfg.redop in ("sum", "avg") and self.op in REDUCING:
+                name = str(self.dtype).replace("torch.", "")
+                # any summation order is correct (labkit.collectives.summation_tolerance); the result is
+                # rounded to the dtype once more, half an ulp of its magnitude
+                tol = summation_tolerance(abs_sum, self.n, name) + UNIT_ROUNDOFF[name] * exact.abs()
+                bad += int(((got.double() - exact).abs() > tol).sum())
+            else:
+                bad += int((got != exact.to(self.dtype)).sum())  # int64 → int8/uint8 wraps as the dtype's sum does
+        return bad
 
 
 # --------------------------------------------------------------------------- the calls
