@@ -57,9 +57,10 @@ def _kill_all(procs) -> None:
         p.wait()
 
 
-def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2)):
-    """Two torchrun agents, one per "node" (a network namespace each where this machine allows, else
-    both on loopback); return (rank 0's stdout, the other agent's stdout, which network, rdzv id)."""
+def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2), start=(0, 1), timeout_s=AGENT_TIMEOUT_S):
+    """Torchrun agents for a two-"node" job (a network namespace each where this machine allows, else both
+    on loopback), those of `start` started; every agent and worker is killed when they are done or at
+    `timeout_s`. Returns (exit codes, None: killed at the timeout; stdout and stderr of each; network; rdzv id)."""
     use_netns, why = slowlink.available()
     if os.environ.get("LABKIT_TEST_NETWORK") == "loopback":
         use_netns, why = False, "LABKIT_TEST_NETWORK=loopback"
@@ -73,7 +74,7 @@ def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2)):
         if use_netns:
             env["GLOO_SOCKET_IFNAME"] = slowlink.IFACE
         try:
-            for node in range(2):
+            for node in start:
                 cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
                 cmd += ["--nproc-per-node", str(nproc[node]), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint]
                 cmd += ["--rdzv-id", rdzv_id, "--node-rank", str(node)]
@@ -85,7 +86,7 @@ def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2)):
                 err = open(tmp_path / f"agent{node}.err", "w+")
                 outs.append((out, err))
                 procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True))
-            deadline = time.monotonic() + AGENT_TIMEOUT_S
+            deadline = time.monotonic() + timeout_s
             while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
                 time.sleep(0.2)
             codes = [p.poll() for p in procs]
@@ -96,19 +97,20 @@ def run_two_agents(tmp_path, bench_args: list[str], nproc=(1, 2)):
         out.seek(0), err.seek(0)
         texts.append((out.read(), err.read()))
         out.close(), err.close()
-    tails = "\n".join(f"--- agent {i} stderr ---\n{e[-3000:]}" for i, (_, e) in enumerate(texts))
-    assert codes == [0, 0], f"agents exited {codes} (None: still running after {AGENT_TIMEOUT_S} s)\n{tails}"
     network = "network namespaces (veth + bridge)" if use_netns else f"loopback ({why})"
-    return texts[0][0], texts[1][0], network, rdzv_id
+    return codes, texts, network, rdzv_id
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_torchrun_agents_print_a_table_labkit_logs_reads(tmp_path):
-    out0, out1, network, rdzv_id = run_two_agents(
+    codes, texts, network, rdzv_id = run_two_agents(
         tmp_path, ["--collective", "all", "-b", "4KiB", "-e", "64KiB", "-f", "16", "-n", "2", "-w", "1"]
     )
     print(f"two torchrun agents over {network}")
+    tails = "\n".join(f"--- agent {i} stderr ---\n{e[-3000:]}" for i, (_, e) in enumerate(texts))
+    assert codes == [0, 0], f"agents exited {codes} (None: still running after {AGENT_TIMEOUT_S} s)\n{tails}"
+    (out0, _), (out1, _) = texts
     assert not _processes_with(rdzv_id), "torchrun left processes behind"
     assert "size" not in out1 and not out1.strip(), "only rank 0 prints"
     parsed = parse_log(out0)
@@ -132,6 +134,15 @@ def test_two_torchrun_agents_print_a_table_labkit_logs_reads(tmp_path):
         assert (abs(busbw - algbw * factor) <= HALF_LAST_PLACE * (1 + factor)).all(), (op, f)
         avg = float(ds.meta["avg_busbw_printed"])
         assert abs(avg - busbw.mean()) <= HALF_LAST_PLACE * 2
+
+
+@pytest.mark.timeout(120)
+def test_a_node_that_never_comes_is_stopped_at_the_timeout_with_nothing_left(tmp_path):
+    """Only node 0's agent starts: it waits in the rendezvous; at the bound it and its tree are killed."""
+    codes, texts, network, rdzv_id = run_two_agents(tmp_path, ["-b", "4KiB", "-e", "4KiB"], start=(0,), timeout_s=4)
+    assert codes == [None], f"the agent should still be waiting for node 1 ({network}): {texts[0][1][-2000:]}"
+    assert not texts[0][0].strip()
+    assert not _processes_with(rdzv_id), "the stopped agent left processes behind"
 
 
 @pytest.mark.timeout(120)
