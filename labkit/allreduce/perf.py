@@ -222,7 +222,7 @@ class _Check:
 
 # --------------------------------------------------------------------------- the calls
 def _calls(dist, torch, op, cfg, rank, n, x, out, device) -> dict:
-    """{placement: (call, output buffer)} of one collective; `x` is the input, `out` the output buffer."""
+    """{placement: (call, its input buffer, its output buffer)} of one collective; `x` is the out-of-place input."""
     redop = getattr(
         dist.ReduceOp, {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": "MAX", "avg": "AVG"}[cfg.redop]
     )
@@ -295,6 +295,8 @@ def sweep(cfg: PerfConfig, rank: int, world_size: int, device: str = "cpu") -> I
     for op in cfg.ops:
         if op in ROOTED and not 0 <= cfg.root < world_size:
             raise ValueError(f"--root {cfg.root} is not a rank of {world_size}")
+        if op == "sendrecv" and world_size < 2 and dist.get_backend() == "gloo":
+            raise ValueError("sendrecv on gloo needs at least 2 ranks (gloo cannot send to its own rank)")
         for nbytes in cfg.sizes:
             lay = layout(op, nbytes, world_size, itemsize)
             chk = _Check(torch, op, cfg, rank, world_size, lay, dtype, dev)
