@@ -26,6 +26,7 @@ BENCHES = {
     "overlap": "labkit.overlap.bench_overlap",
     "p2p": "labkit.p2p.bench_p2p",
     "allreduce": "labkit.allreduce.bench_allreduce",
+    "collectives": "labkit.allreduce.bench_collectives",
     "ladder": "labkit.hierarchy.bench_ladder",
     "soak": "labkit.soak",
     "fidelity": "labkit.copies.bench_fidelity",

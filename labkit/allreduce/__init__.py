@@ -6,5 +6,8 @@
 - `correctness`: each checked against `dist.all_reduce` inside the ranks;
 - `measure`: timed on local ranks (gloo, or NCCL on GPUs) with nccl-tests' algbw and busbw;
 - `views`: the stepper, bytes per rank, measured vs modelled, recorded sweeps, the cost calculator;
-- `bench_allreduce`: `labkit bench allreduce` and its part of `labkit record`.
+- `perf`: the seven torch.distributed collectives swept like nccl-tests' `*_perf`, with a real #wrong check;
+- `perf_table`: nccl-tests' table of such a sweep (what labkit.logs reads back);
+- `bench_allreduce`: `labkit bench allreduce` and its part of `labkit record` (under torchrun: dist.all_reduce);
+- `bench_collectives`: `labkit bench collectives`, on local ranks or under torchrun across machines.
 """

@@ -7,6 +7,7 @@ import sys
 from ..provenance import measured_meta
 from ..reference import write_dataset
 from ..units import parse_sizes, pow2_sizes
+from . import bench_collectives
 from .measure import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, run_allreduce_bench
 
 DEFAULT_SIZES = "4MiB,16MiB,64MiB"
@@ -66,6 +67,9 @@ def _parse_straggler(text):
 
 
 def bench(args):
+    if bench_collectives.torchrun_env() is not None:
+        yield from _under_torchrun(args)
+        return
     impls = [i.strip() for i in args.impl.split(",") if i.strip()]
     records = run_allreduce_bench(
         args.ranks,
@@ -90,6 +94,38 @@ def bench(args):
                 file=sys.stderr,
             )
         yield rec
+
+
+def _under_torchrun(args):
+    """Started by torchrun: this process is one rank of many machines' group; dist.all_reduce in nccl-tests' table."""
+    if bench_collectives.torchrun_env()["rank"] == 0 and args.impl != DEFAULT_IMPLS:
+        print(
+            "labkit bench allreduce: under torchrun only the library's all_reduce is timed (labkit bench collectives); "
+            "--impl is ignored",
+            file=sys.stderr,
+        )
+    yield from bench_collectives.bench(
+        bench_collectives.argparse_defaults(
+            collective="all_reduce",
+            size_list=parse_sizes(args.sizes),
+            iters=args.repeats,
+            warmup_iters=args.warmup,
+            dtype=args.dtype,
+            backend=args.backend,
+            timeout=args.timeout,
+            check=0 if args.no_check else 1,
+            json=args.json,
+        )
+    )
+
+
+def text(record) -> str:
+    """A row of nccl-tests' table under torchrun; elsewhere what `labkit bench` prints for a flat record."""
+    if "oop_time_us" in record:
+        return bench_collectives.text(record)
+    return "  ".join(
+        f"{k}={f'{v:.4g}' if isinstance(v, float) else v}" for k, v in record.items() if not isinstance(v, (list, dict))
+    )
 
 
 def record(folder, quick: bool, env: dict) -> list[str]:
