@@ -115,8 +115,11 @@ def allreduce_time(
     bandwidth_GBps is per GPU, per direction (a ring sends and receives at once).
       ring:               2(N−1)·α + 2(N−1)/N · S/β
       naive:              2(N−1)·(α + S/β)             gather to one rank, then broadcast
-      recursive_doubling: log2(N)·(α + S/β)
-      tree:               2·log2(N)·α + 2·S/β           reduce then broadcast, pipelined
+      recursive_doubling: ⌊log2 N⌋·(α + S/β) for N a power of two, (⌊log2 N⌋ + 2)·(α + S/β) otherwise
+                          (the N − p ranks beyond the largest power of two p hand their buffer in
+                          first and get the result back last: labkit.allreduce.ring, MPICH)
+      tree:               2·⌈log2 N⌉·α + 2·S/β          reduce then broadcast, pipelined (any N: NCCL's
+                          double binary tree has depth ≤ ⌈log2 N⌉; its busiest ranks move 2·S)
       hierarchical:       g ranks per group, m = N/g groups (needs gpus_per_node,
                           inter_bandwidth_GBps; inter_latency_s defaults to latency_s):
                           intra reduce-scatter (g−1)·α + (g−1)/g · S/β
@@ -142,7 +145,12 @@ def allreduce_time(
     if algorithm == "naive":
         return 2 * (N - 1) * (a + S / b)
     if algorithm == "recursive_doubling":
-        return math.ceil(math.log2(N)) * (a + S / b)
+        # log2 N rounds when N is a power of two; otherwise the N - p ranks beyond the largest power of two p
+        # first hand their buffer to a partner and get the result back at the end: floor(log2 N) + 2 rounds
+        # (labkit.allreduce.ring.recursive_doubling_allreduce_; MPICH allreduce_intra_recursive_doubling.c).
+        p = 1 << (N.bit_length() - 1)
+        rounds = p.bit_length() - 1 + (0 if p == N else 2)
+        return rounds * (a + S / b)
     if algorithm == "tree":
         return 2 * math.ceil(math.log2(N)) * a + 2 * S / b
     # hierarchical

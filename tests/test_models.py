@@ -45,6 +45,8 @@ def test_collective_models_textbook_cases():
     assert models.allreduce_time(S, 2, b, a, "ring") == pytest.approx(2 * a + S / (b * GB))
     assert models.allreduce_time(S, 8, b, a, "naive") == pytest.approx(14 * (a + S / (b * GB)))
     assert models.allreduce_time(S, 8, b, a, "recursive_doubling") == pytest.approx(3 * (a + S / (b * GB)))
+    # not a power of two: the ranks beyond 4 hand their buffer in and get the result back, two rounds more
+    assert models.allreduce_time(S, 6, b, a, "recursive_doubling") == pytest.approx(4 * (a + S / (b * GB)))
     # a tree still moves ~2S per GPU; only its latency term grows as log N
     assert models.allreduce_time(S, 8, b, 0.0, "tree") == pytest.approx(2 * S / (b * GB))
     # hierarchical with one group (or one rank per group) is the flat ring

@@ -3,6 +3,7 @@
 - `simulation`: N ranks in numpy, every transfer recorded (the schedule of labkit.collectives);
 - `ring`: hand-written all-reduces on point-to-point messages — ring (textbook and pipelined), naive,
   binomial tree, recursive doubling — and the library's, by name (`IMPLEMENTATIONS`);
+- `schedules`: every algorithm's messages round by round, costed (α-β) and counted in bytes, any N;
 - `correctness`: each checked against `dist.all_reduce` inside the ranks;
 - `measure`: timed on local ranks (gloo, or NCCL on GPUs) with nccl-tests' algbw and busbw;
 - `views`: the stepper, bytes per rank, measured vs modelled, recorded sweeps, the cost calculator;
