@@ -4,6 +4,8 @@
 - `ring`: hand-written all-reduces on point-to-point messages — ring (textbook and pipelined), naive,
   binomial tree, recursive doubling — and the library's, by name (`IMPLEMENTATIONS`);
 - `schedules`: every algorithm's messages round by round, costed (α-β) and counted in bytes, any N;
+- `protocols`: NCCL's LL / LL128 / Simple and ring / tree / NVLS in recorded numbers (the small-message regime);
+- `others`: reduce-scatter, all-gather, all-to-all, broadcast by hand, checked against the library;
 - `correctness`: each checked against `dist.all_reduce` inside the ranks;
 - `measure`: timed on local ranks (gloo, or NCCL on GPUs) with nccl-tests' algbw and busbw;
 - `views`: the stepper, bytes per rank, measured vs modelled, recorded sweeps, the cost calculator;

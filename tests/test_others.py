@@ -1,0 +1,30 @@
+"""labkit.allreduce.others: the hand-written reduce-scatter, all-gather, all-to-all and broadcast on gloo equal the
+library (bit for bit on integer-valued inputs) and send exactly the bytes their schedules say."""
+
+import pytest
+
+from labkit.allreduce import others
+from labkit.launch import launch
+
+
+@pytest.mark.parametrize("n", [3])
+def test_by_hand_equals_library_and_bytes_match_the_schedule(n):
+    counts = [n, 12, 1001, 2]  # divisible, divisible, not divisible, fewer elements than ranks
+    rows = [r for per_rank in launch(others.check_worker, n, "gloo", timeout_s=120, args=(counts,)) for r in per_rank]
+    assert {r["op"] for r in rows} == set(others.OPS)
+    for r in rows:
+        assert r["matches"], r
+        assert r["bytes_sent"] == others.expected_bytes(r["op"], r["count"], n, r["rank"]), r
+    for count in counts:
+        for op in others.OPS:
+            sent = [r["bytes_sent"] for r in rows if r["op"] == op and r["count"] == count]
+            if sent:  # every chunk crosses N−1 links; the broadcast's N−1 receivers get S each
+                assert sum(sent) == (n - 1) * 4 * count, (op, count)
+
+
+def test_expected_bytes_and_where_used():
+    assert others.expected_bytes("reduce_scatter", 8, 4, 0) == 24
+    assert others.expected_bytes("broadcast", 8, 8, 0) == 3 * 32  # the root sends log2 8 times
+    assert sum(others.expected_bytes("broadcast", 5, 5, r) for r in range(5)) == 4 * 20
+    t = others.where_used(8)
+    assert list(t["bus factor (N = 8)"]) == [1.75, 0.875, 0.875, 0.875, 1.0]
