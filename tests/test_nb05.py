@@ -33,6 +33,7 @@ def test_notebook_runs_in_reference_mode(run_nb):
     _key_numbers(results)
     _recorded_tables_shown(results)
     _interview_numbers(results)
+    _protocols_and_other_collectives(results)
 
 
 def _gloo_ring_still_runs_live(results):
@@ -52,6 +53,9 @@ def _every_self_check_passed(results):
         "gloo_ring_bytes_match_schedule",
         "bench_results_correct",
         "failing_rank_named_in_notebook",
+        "others_by_hand_match_library",
+        "others_bytes_sent_match_schedule",
+        "others_total_bytes_N_minus_1_times_S",
         "figures_labelled",
     }
     assert expected <= set(results["checks"])
@@ -73,7 +77,12 @@ def _recorded_tables_shown(results):
     from labkit.reference import list_datasets
 
     shown = set(results["datasets"])
-    assert shown <= set(list_datasets(kind="allreduce_sweep")) and len(shown) >= 5
+    sweeps = set(list_datasets(kind="allreduce_sweep"))
+    assert len(shown & sweeps) >= 5
+    assert shown - sweeps == {
+        "nccl_protocol_latency_issue123_points",
+        "nccl_allreduce_small_message_latency_dgxa100_issue123",
+    }
 
 
 def _interview_numbers(results):
@@ -103,3 +112,21 @@ def _interview_numbers(results):
     assert iv["beta_GBps"] < 32 and iv["ring_7b_8rank_here_s"] * 1e3 > n["model_7b_fp16_8gpu_32GBps_ring_ms"]
     # recorded 8xH100 (NVLS) plateaus sit above NVLink 4's 450 GB/s per direction: the switch adds
     assert 450 < iv["recorded_h100_plateau_GBps"] < 500
+
+
+def _protocols_and_other_collectives(results):
+    """Section 4b's numbers come from the issue-123 tables and the H200 NVLS/ring sweep; 4c ran live on gloo."""
+    n = results["numbers"]
+    # least-squares slopes per ring step: LL < LL128 < Simple (nccl-tests#123: ~1 / ~2 / ~6 µs)
+    assert n["issue123_LL_us_per_step"] == pytest.approx(0.725, abs=1e-3)
+    assert n["issue123_LL128_us_per_step"] == pytest.approx(1.0, abs=1e-3)
+    assert n["issue123_Simple_us_per_step"] == pytest.approx(4.786, abs=1e-3)
+    assert n["issue123_LL_8gpu_us"] == 21
+    # ring below NVLink 4's 450 GB/s per direction, NVLS above it
+    assert n["h200_8gpu_ring_busbw_GBps"] == pytest.approx(365.6) and n["h200_8gpu_nvls_busbw_GBps"] == pytest.approx(
+        473.1
+    )
+    assert n["spot_tree_busiest_rank_GB_8x1GB"] == pytest.approx(2.0)
+    assert results["experiments"]["others"]["ops"] == ["reduce_scatter", "all_gather", "alltoall", "broadcast"]
+    assert set(results["experiments"]["exercises"].values()) == {"not attempted"}
+    assert len(results["experiments"]["exercises"]) == 5
