@@ -32,6 +32,14 @@ def test_nb04_reference_mode(run_nb):
     assert n["a100_latency_p2p_us"] < n["a100_latency_staged_us"]
     assert 85 < n["a100_nvlink_reached_pct"] < 95  # of 300 GB/s per direction, not of 600
     assert 250 < n["h100_bridge_uni_p2p_GBps"] < 260
+    # GeForce: the stock driver stages (≈38 GB/s); the 5090 + PRO 6000 box runs real P2P (median 55.6 GB/s)
+    assert 38 < n["rtx5090_stock_uni_p2p_median_GBps"] < 39 and n["rtx5090_mix_uni_p2p_median_GBps"] == pytest.approx(
+        55.605
+    )
+    # copy engines vs SM copies (8x H200 class, both directions summed) and the NVSwitch pair of the exercise
+    assert n["h200_d2d_bi_ce_GBps"] == pytest.approx(783.73) and n["h200_d2d_bi_sm_GBps"] == pytest.approx(671)
+    assert n["h100_nvswitch_pair_uni_GBps"] == pytest.approx(376.195) and n["h100_nvswitch_pair_uni_GBps"] > 450 / 7
+    assert {"nvbandwidth_sm_azure_ndh200v5_points", "nvbandwidth_sm_azure_nda100v4_points"} <= shown
     model = r["experiments"]["staging_model"]
     assert model["serial_GBps"] < model["pipelined_GBps"] and model["recorded_GBps"] < model["pipelined_GBps"]
     # self-checks: data valid, invariants hold, diagnosis finds what it should, figures labelled
@@ -53,6 +61,7 @@ def test_nb04_reference_mode(run_nb):
     }
     # unanswered exercises and predictions are reported, not crashed on
     assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
+    assert len(r["experiments"]["exercises"]) == 8  # 4 exercises + 4 spot-the-error
     assert set(r["experiments"]["predictions"].values()) == {"not attempted"}
     assert r["_seconds"] < 60, f"quick reference run took {r['_seconds']:.0f} s (budget ~30 s)"
 
@@ -85,3 +94,23 @@ def test_nb04_text_matches_the_answer_key():
     assert f"`{list(placement.rank_tp_groups(topo, 2, include=[0])[0].gpus)}`" in text
     assert f"`{list(placement.rank_tp_groups(topo, 4, include=[0])[0].gpus)}`" in text
     assert "{0,2} {1,3} {4,6} {5,7}" in text
+
+
+def test_nb04_geforce_answer_quotes_the_data():
+    """The Q2 answer's numbers are the shipped matrices' (stock 2x RTX 5090 vs the 5090 + PRO 6000 box)."""
+    from labkit.notebooks import find_notebook
+
+    nb = json.loads(find_notebook("04_p2p_matrix").read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+    def span(name, kind):
+        m = matrices.matrix(reference.load(name), kind, "enabled")
+        v = [x for _, _, x in matrices.off_diagonal(m)]
+        return min(v), matrices.median_off_diagonal(m), max(v)
+
+    lo, _, hi = span("p2p_2xrtx5090_pcie5_nop2p_issue287", "bandwidth_uni")
+    assert f"{lo:.1f}–{hi:.1f} GB/s" in text  # 38.2–38.7
+    lo, med, hi = span("p2p_pcie5_4xrtxpro6000_2xrtx5090_dualturin_rtx6kpro", "bandwidth_uni")
+    assert f"{lo:.1f}–{hi:.1f} GB/s one way (median {med:.1f})" in text  # 50.2–56.6, 55.6
+    lo, _, hi = span("p2p_pcie5_4xrtxpro6000_2xrtx5090_dualturin_rtx6kpro", "latency_gpu")
+    assert f"{lo:.2f}–{hi:.2f} µs" in text

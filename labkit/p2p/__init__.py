@@ -6,6 +6,7 @@
 - `diagnosis`: plain-language findings (`diagnose`, and `doctor_findings` for `labkit doctor`);
 - `placement`: tensor-parallel groups ranked by their worst link;
 - `staging`: copies staged through host memory ("P2P off");
+- `copy_engines`: nvbandwidth's copy-engine vs SM-copy testcases, recorded, side by side;
 - `measure`: the matrices measured on this machine's GPUs; `bench_p2p`: `labkit bench p2p` / record.
 """
 
