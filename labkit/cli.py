@@ -9,6 +9,7 @@ import sys
 from . import __version__, benches, doctor, reference
 from .benches import BENCHES
 from .compare import compare, save_figures
+from .hierarchy import cluster_model
 from .models import allreduce_time
 from .notebooks import copy_notebooks, run_notebooks
 from .record import record
@@ -123,6 +124,8 @@ def cmd_run(args) -> int:
 
 def cmd_model(args) -> int:
     S = parse_size(args.size)
+    if args.nodes is not None:
+        return _cluster_model(args, S)
     kw = {}
     if args.algorithm == "hierarchical":
         kw = dict(
@@ -147,6 +150,44 @@ def cmd_model(args) -> int:
             f"model: {args.algorithm} all-reduce of {args.size} on {args.gpus} GPUs at {args.bandwidth:g} GB/s "
             f"per direction, α = {args.latency_us:g} µs: {format_time(t)}"
         )
+    return 0
+
+
+def _cluster_model(args, S: int) -> int:
+    """`labkit model --nodes N ...`: every algorithm that applies on that cluster (labkit.hierarchy.cluster_model)."""
+    rows = cluster_model.cli_records(
+        S,
+        args.gpus,
+        args.nodes,
+        args.bandwidth,
+        args.nic_bandwidth,
+        args.nics_per_node,
+        args.gpus_per_node,
+        nvls=args.nvls,
+        sharp=args.sharp,
+    )
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return 0
+    r0 = rows[0]
+    print(
+        f"model: all-reduce of {args.size} on {r0['gpus']} GPUs = {r0['nodes']} node(s) x {r0['gpus_per_node']}, "
+        f"{args.bandwidth:g} GB/s per GPU per direction inside"
+        + (
+            f", {args.nics_per_node} x {args.nic_bandwidth:g} GB/s NICs per node per direction"
+            if args.nic_bandwidth
+            else ""
+        )
+    )
+    print(f"{'algorithm':<14}{'time':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  bound")
+    for r in rows:
+        mark = "  <- NCCL's likely pick" if r["nccl_would_pick"] else ""
+        print(
+            f"{r['algorithm']:<14}{format_time(r['seconds']):>12}{r['algbw_GBps']:>12.1f}{r['busbw_GBps']:>12.1f}"
+            f"  {r['bound']}{mark}"
+        )
+    print("busbw = algbw x 2(N-1)/N for every algorithm (nccl-tests); a model, not a measurement")
     return 0
 
 
@@ -245,6 +286,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--gpus-per-node", type=int)
     m.add_argument("--inter-bandwidth", type=float, help="GB/s per direction between groups (hierarchical)")
     m.add_argument("--inter-latency-us", type=float)
+    m.add_argument(
+        "--nodes", type=int, help="nodes: model the cluster (ring over all NICs, tree, hierarchical, NVLS, SHARP)"
+    )
+    m.add_argument("--nic-bandwidth", type=float, help="GB/s per NIC, per direction (with --nodes)")
+    m.add_argument("--nics-per-node", type=int, help="NICs per node the collectives use (with --nodes)")
+    m.add_argument("--nvls", action="store_true", help="NVSwitch with NVLink SHARP (Hopper and later)")
+    m.add_argument("--sharp", action="store_true", help="an InfiniBand fabric with SHARP (CollNet)")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_model)
 

@@ -373,3 +373,60 @@ def test_healthy_cluster_prediction_flags_the_misconfigured_run():
     # a healthy 2-node H100 + 8x NDR cluster: busbw stays within ~1.3x of one node's (maintainer's expectation)
     assert h[("h100_ndr_8nic", 1)]["pick_busbw_GBps"] / two["ring_busbw_GBps"] < 1.4
     assert "154.74" in two["recorded"] and two["ring_busbw_GBps"] > 2 * 154.74
+
+
+# --------------------------------------------------------------------------- labkit model --nodes
+CLUSTER = ["model", "--size", "8GiB", "--gpus", "16", "--nodes", "2", "--gpus-per-node", "8", "--bandwidth", "450"]
+NICS = ["--nic-bandwidth", "25", "--nics-per-node", "8"]
+
+
+def test_cli_cluster_model_prints_one_json_line_per_algorithm(capsys):
+    import json
+
+    from labkit.cli import main
+
+    assert main(CLUSTER + NICS + ["--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["algorithm"] for r in rows] == ["ring", "tree", "hierarchical"]
+    S, N = 8 * GiB, 16
+    for r in rows:
+        assert r["algbw_GBps"] == pytest.approx(S / r["seconds"] / 1e9)
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 2 * (N - 1) / N)
+    ring = rows[0]
+    # the flat ring leaves each node over all 8 NICs: its busbw is bounded by their sum (200), not by one NIC (25)
+    assert 0.95 * 8 * 25 <= ring["busbw_GBps"] <= 8 * 25
+    assert sum(r["nccl_would_pick"] for r in rows) == 1
+
+
+def test_cli_cluster_model_table_and_in_network_reduction(capsys):
+    from labkit.cli import main
+
+    assert main(CLUSTER + NICS + ["--nvls", "--sharp"]) == 0
+    out = capsys.readouterr().out
+    for algorithm in ("ring", "tree", "hierarchical", "nvls_tree", "collnet"):
+        assert f"\n{algorithm} " in out
+    assert "busbw" in out and "a model, not a measurement" in out
+
+
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        (["--nodes", "3"], "--nodes (3) must divide --gpus (16)"),
+        (["--nodes", "0"], "--nodes must be positive"),
+        (["--bandwidth", "nan"], "--bandwidth must be finite"),
+        (["--bandwidth", "-450"], "--bandwidth must be positive"),
+        (["--nic-bandwidth", "inf"], "--nic-bandwidth must be finite"),
+        (["--nic-bandwidth", "0"], "--nic-bandwidth must be positive"),
+        (["--nics-per-node", "-2"], "--nics-per-node must be positive"),
+        (["--gpus-per-node", "4"], "--gpus-per-node (4) must equal"),
+    ],
+)
+def test_cli_cluster_model_refuses_bad_input_naming_the_argument(change, needle, capsys):
+    from labkit.cli import main
+
+    args = CLUSTER + NICS
+    flag = change[0]
+    i = args.index(flag) if flag in args else None
+    args = args[:i] + change + args[i + 2 :] if i is not None else args + change
+    assert main(args) != 0
+    assert needle in capsys.readouterr().err

@@ -368,3 +368,64 @@ def healthy_scaling(system: System, nbytes: float, node_counts=(1, 2, 8), **kw) 
             }
         )
     return rows
+
+
+# --------------------------------------------------------------------------- the command line
+def _cli_number(flag: str, value, *, integer: bool = False) -> float:
+    try:
+        return _positive(flag, value, integer=integer)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+
+
+def cli_records(
+    nbytes: float,
+    gpus: int,
+    nodes: int,
+    bandwidth_GBps: float,
+    nic_bandwidth_GBps: float | None,
+    nics_per_node: int | None,
+    gpus_per_node: int | None = None,
+    *,
+    nvls: bool = False,
+    sharp: bool = False,
+    protocol: str = "simple",
+) -> list[dict]:
+    """`labkit model --nodes ...`: one record per algorithm that applies (nccl-tests semantics), the
+    rates taken as given (line rates give upper bounds; NCCL-level rates, e.g. 370 per H100 and 47 per
+    NDR NIC, give predictions). Bad input is refused naming the command-line flag."""
+    _cli_number("--size", nbytes)
+    N = _cli_number("--gpus", gpus, integer=True)
+    m = _cli_number("--nodes", nodes, integer=True)
+    _cli_number("--bandwidth", bandwidth_GBps)
+    if N % m:
+        raise ValueError(f"--nodes ({m}) must divide --gpus ({N}): every node holds the same number of GPUs")
+    g = N // m
+    if gpus_per_node is not None and _cli_number("--gpus-per-node", gpus_per_node, integer=True) != g:
+        raise ValueError(f"--gpus-per-node ({gpus_per_node}) must equal --gpus / --nodes ({N}/{m} = {g})")
+    if N < 2:
+        raise ValueError(f"--gpus must be at least 2 for an all-reduce to move data, got {N}")
+    if m > 1 and (nic_bandwidth_GBps is None or nics_per_node is None):
+        raise ValueError("--nic-bandwidth and --nics-per-node are needed when --nodes is above 1")
+    nic = 1.0 if nic_bandwidth_GBps is None else _cli_number("--nic-bandwidth", nic_bandwidth_GBps)
+    k = 1 if nics_per_node is None else _cli_number("--nics-per-node", nics_per_node, integer=True)
+    system = simple_system(g, bandwidth_GBps, nic, k, nvls=nvls, sharp=sharp, nvls_min_gpus=2)
+    rows = table(system, nbytes, m, protocol=protocol)
+    return [
+        {
+            "algorithm": r["algorithm"],
+            "seconds": r["seconds"],
+            "algbw_GBps": r["algbw_GBps"],
+            "busbw_GBps": r["busbw_GBps"],
+            "nbytes": nbytes,
+            "gpus": N,
+            "nodes": m,
+            "gpus_per_node": g,
+            "latency_s": r["latency_s"],
+            "bound": r["bound"],
+            "nccl_would_pick": r["nccl_would_pick"],
+            "model": "labkit.hierarchy.cluster_model (a model, not a measurement)",
+        }
+        for r in rows
+        if m > 1 or r["algorithm"] != "hierarchical"
+    ]
