@@ -86,14 +86,24 @@ def test_cluster_model_cliff_and_tp_placement():
     assert links.intra_GBps == 450.0  # NVLink 4: 900 GB/s is both directions
     df = cluster.node_sweep(1 << 30, [1, 2, 4, 16], links)
     assert df["speedup"].iloc[0] == pytest.approx(1.0)
-    assert (df["speedup"].iloc[1:] > 3).all()  # 8 NICs at once vs one ring edge
+    # a flat ring's channels cross the node on all 8 NICs (8 x 50 = 400 GB/s, near NVLink's 450): it is not
+    # slower than a phase-by-phase hierarchical algorithm there, and leaving the node costs ~1.1-1.3x
+    assert (df["speedup"].iloc[1:] <= 1.0).all()
     c = cluster.cliff(1 << 30, links)
-    assert c["flat_drop"] > c["hierarchical_drop"] > 1
+    assert 1 < c["flat_drop"] < 1.3
+    # where the node's NICs are far below its NVLink (p4d: 4 x 12.5 GB/s), the cliff is steep and the
+    # hierarchical algorithm's fewer bytes per node pay off
+    p4d = cluster.cliff(1 << 30, cluster.preset("p4d EFA"))
+    assert p4d["flat_drop"] > p4d["hierarchical_drop"] > 3
     tp = cluster.tp_placement(links, hidden=8192, seq_len=4096, micro_batch=1, layers=80, tp_degrees=(8, 16))
     assert tp["bytes_per_allreduce"].iloc[0] == 8192 * 4096 * 2
     ring8 = 2 * 7 / 8 * (8192 * 4096 * 2) / 450e9 + 2 * 7 * links.intra_latency_s
     assert tp["allreduce_flat_s"].iloc[0] == pytest.approx(ring8)
-    assert tp["comm_flat_s"].iloc[1] > 5 * tp["comm_flat_s"].iloc[0]  # TP across nodes pays the network
+    assert tp["comm_flat_s"].iloc[1] > tp["comm_flat_s"].iloc[0]  # TP across nodes pays the network
+    tp_p4d = cluster.tp_placement(
+        cluster.preset("p4d EFA"), hidden=8192, seq_len=4096, micro_batch=1, layers=80, tp_degrees=(8, 16)
+    )
+    assert tp_p4d["comm_flat_s"].iloc[1] > 5 * tp_p4d["comm_flat_s"].iloc[0]  # and dearly where NICs are few
     with pytest.raises(ValueError, match="multiple"):
         cluster.tp_placement(links, hidden=8, seq_len=8, micro_batch=1, layers=1, tp_degrees=(12,))
 

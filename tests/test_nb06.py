@@ -33,7 +33,8 @@ def test_nb06_reference_mode(run_nb):
         "counted_bytes_equal_formula",
         "ladder_same_sizes_every_level",
         "straggler_everyone_waits",
-        "recorded_between_model_bounds",
+        "model_explains_most_recorded_points",
+        "recorded_2node_h100_below_healthy",
         "model_7b_example_54ms",
     ):
         assert r["checks"][name], name
@@ -49,8 +50,10 @@ def test_nb06_reference_mode(run_nb):
     assert n["spec_nvlink_over_pcie"] == pytest.approx(450 / 63.02, rel=1e-3)
     # the recorded cliff: 8×H100, 473.6 → 154.74 GB/s busbw (nccl-tests#290)
     assert n["recorded_h100_cliff_1_to_2_nodes"] == pytest.approx(473.6 / 154.74)
-    assert n["model_h100_cliff_flat"] > n["recorded_h100_cliff_1_to_2_nodes"] > n["model_h100_cliff_hierarchical"]
-    assert n["tp16_comm_flat_s"] > 5 * n["tp8_comm_s"]
+    # a healthy 2-node ring over 8 NDR NICs (NCCL's 46-48 GB/s each) loses x1.2-1.3, not x3 (nccl-tests#290, #319)
+    assert 1.2 <= n["model_h100_cliff_healthy_ring"] <= 1.3 < n["recorded_h100_cliff_1_to_2_nodes"]
+    assert n["model_points_within_30pct"] >= 80
+    assert n["tp16_comm_flat_s"] > n["tp8_comm_s"]
     for ds in (
         "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290",
         "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",

@@ -6,10 +6,15 @@ once), in GB/s = 1e9 B/s. A cluster is described by `ClusterLinks`:
 
 - inside a node: every GPU reaches the others at `intra_GBps` per direction (NVLink/NVSwitch:
   NVLink 4's "900 GB/s" is the sum of both directions, so 450 GB/s per direction);
-- between nodes: `nics_per_node` NICs of `nic_GBps` each per direction. One connection uses one
-  NIC, so a *flat ring* crossing a node boundary runs at min(intra, nic) — a ring is as fast as
-  its slowest edge. The *hierarchical* algorithm sends from all g GPUs of a node at once, so each
-  GPU gets nics·nic/g across the network.
+- between nodes: `nics_per_node` NICs of `nic_GBps` each per direction. NCCL runs several rings
+  (channels) at once, each leaving the node on its own NIC (rail-aligned), so a *flat ring* pushes
+  its 2(N−1)/N·S per node over all the NICs: it runs at min(intra, nics·nic) — not at one NIC's
+  rate. The *hierarchical* algorithm sends 2(m−1)/m·S per node over the same NICs: its gains are
+  fewer bytes per node and a shorter latency term, not ×g bandwidth.
+
+These are the line-rate ring and hierarchical bounds of `labkit.hierarchy.cluster_model`, which
+states the whole model once (tree, NVLS, SHARP, NCCL's efficiencies and latency constants, the
+sources) and checks it against every recorded multi-node run (`cluster_validation`).
 """
 
 from __future__ import annotations
@@ -58,8 +63,11 @@ class ClusterLinks:
 
     @property
     def flat_edge_GBps(self) -> float:
-        """Bandwidth of one ring edge that crosses nodes: one connection, one NIC, per direction."""
-        return min(self.intra_GBps, self.nic_GBps)
+        """What a flat ring's node boundary carries per direction: NCCL's rings (channels) cross it on
+        every NIC at once (rail-aligned), so the NIC sum, capped by the GPUs' own links
+        (cluster_model.ring_allreduce at line rate; nccl-tests#290, AddyLaddy: 46-48 GB/s per NDR NIC
+        x 8 expected for a 2-node ring)."""
+        return min(self.intra_GBps, self.nics_per_node * self.nic_GBps)
 
     def describe(self) -> str:
         return (
@@ -127,7 +135,7 @@ def preset(name: str) -> ClusterLinks:
 
 # --------------------------------------------------------------------------- time
 def flat_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
-    """model: one flat ring over all nodes·g GPUs, at the speed of its slowest edge."""
+    """model: one flat ring over all nodes·g GPUs; across nodes its rings use every NIC (flat_edge_GBps)."""
     N = nodes * links.gpus_per_node
     if nodes == 1:
         return models.allreduce_time(nbytes, N, links.intra_GBps, links.intra_latency_s, "ring")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import reference
+from .. import plots, reference
 from . import cluster_model as cm
 
 GiB = 1 << 30
@@ -425,3 +425,48 @@ def _group(rows):
     for r in rows:
         out.setdefault((r["dataset"], r["case"]), []).append(r)
     return out
+
+
+def summary(rows: list[dict]) -> dict:
+    """Plateau points in and outside ±30%, and the cases outside with their verdicts."""
+    plateau = [r for r in rows if r["on_plateau"]]
+    outside = [r for r in plateau if not r["within_30pct"]]
+    return {
+        "plateau_points": len(plateau),
+        "within_30pct": len(plateau) - len(outside),
+        "datasets": len({r["dataset"] for r in rows}),
+        "outside": {r["case"]: r["verdict"] for r in outside},
+    }
+
+
+def plot(rows: list[dict]):
+    """Recorded busbw against the model's busbw for the algorithm NCCL ran, every plateau point (log-log)."""
+    fig, ax = plots.figure(width=7.5, height=5.2)
+    plateau = [r for r in rows if r["on_plateau"]]
+    top = max(max(r["recorded_busbw_GBps"], r["model_busbw_GBps"]) for r in plateau) * 1.3
+    xs = [10.0, top]
+    ax.plot(xs, xs, color="0.3", lw=1, label="recorded = model")
+    ax.fill_between(xs, [x * BAND[0] for x in xs], [x * BAND[1] for x in xs], color="0.85", label="±30%")
+    for i, algorithm in enumerate(cm.ALGORITHMS):
+        pts = [r for r in plateau if r["algorithm"] == algorithm]
+        for inside, marker in ((True, "o"), (False, "X")):
+            sel = [r for r in pts if r["within_30pct"] == inside]
+            if sel:
+                ax.scatter(
+                    [r["model_busbw_GBps"] for r in sel],
+                    [r["recorded_busbw_GBps"] for r in sel],
+                    marker=marker,
+                    s=28 if inside else 60,
+                    color=f"C{i}",
+                    label=f"recorded: {algorithm}" + ("" if inside else " (outside ±30%, see the table)"),
+                )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plots.finish(
+        ax,
+        "Recorded multi-node and NVLS/SHARP all-reduce vs the cluster model",
+        "model busbw for the algorithm NCCL ran (GB/s, per rank)",
+        "recorded busbw (GB/s, per rank)",
+        source="recorded: nccl-tests / torch runs in data/ (labkit ref show NAME); model: labkit.hierarchy.cluster_model",
+    )
+    return fig
