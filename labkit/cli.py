@@ -54,7 +54,38 @@ def _fmt(v):
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def _import_log(args) -> int:
+    if not args.name or not args.dataset_name:
+        raise SystemExit("labkit ref import-log FILE --name NAME: give the log file and a dataset name")
+    fill = {}
+    for item in args.fill or []:
+        col, sep, value = item.partition("=")
+        if not sep or not col:
+            raise ValueError(f"--fill {item!r}: write COLUMN=VALUE, e.g. --fill nodes=2")
+        fill[col] = int(value) if value.isdigit() else value
+    names, skipped = reference.import_log(
+        args.name,
+        args.dataset_name,
+        args.format,
+        out=args.out,
+        force=args.force,
+        op=args.op,
+        fill=fill,
+        system=args.system,
+        source=args.source,
+    )
+    dest = args.out or reference.user_data_dir()
+    for name in names:
+        ds = reference.load(name, dest)
+        print(f"imported {name}: {ds.kind}, {len(ds.frame)} rows -> {dest}")
+    for sk in skipped:
+        print(f"skipped line {sk.line}: {sk.reason} ({sk.text[:60]!r})", file=sys.stderr)
+    return 0
+
+
 def cmd_ref(args) -> int:
+    if args.action == "import-log":
+        return _import_log(args)
     if args.action == "import":
         if not args.name or not args.prefix:
             raise SystemExit("labkit ref import PROFILE --prefix NAME: give the profile folder and a name prefix")
@@ -243,18 +274,34 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("ref", help="reference datasets")
     r.add_argument(
         "action",
-        choices=["list", "show", "profiles", "import"],
-        help="list datasets, show one, list shipped profiles, or import a profile's datasets",
+        choices=["list", "show", "profiles", "import", "import-log"],
+        help="list datasets, show one, list shipped profiles, import a profile's datasets, or import a tool log "
+        "(nccl-tests, nvbandwidth, bandwidthTest, p2pBandwidthLatencyTest)",
     )
-    r.add_argument("name", nargs="?", help="dataset name (show) or profile folder (import)")
+    r.add_argument("name", nargs="?", help="dataset name (show), profile folder (import) or log file (import-log)")
+    r.add_argument(
+        "--name", dest="dataset_name", help="with import-log: the dataset name (NAME_1, NAME_2, ... if several)"
+    )
+    r.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "nccl-tests", "nvbandwidth", "bandwidthtest", "p2pbandwidthlatencytest"],
+        help="with import-log: the tool that wrote the log (default: recognised from its text)",
+    )
+    r.add_argument("--out", help="with import-log: folder to write into (default: the per-user data folder)")
+    r.add_argument("--source", help="with import-log: where the log comes from (a URL, a cluster and date)")
+    r.add_argument("--op", help="with import-log: the collective of an nccl-tests log that does not name it")
+    r.add_argument(
+        "--fill", action="append", metavar="COLUMN=VALUE", help="with import-log: a column the log leaves empty"
+    )
     r.add_argument("--folder", help="a profile folder instead of the shipped data")
     r.add_argument("--kind", help="only datasets of this kind")
     r.add_argument("--rows", type=int, default=0, help="with show: print the first N rows")
     r.add_argument("--prefix", help="with import: prefix for the imported dataset names")
     r.add_argument("--only", action="append", help="with import: only this dataset (repeatable)")
-    r.add_argument("--system", help="with import: describe the system in plain words")
+    r.add_argument("--system", help="with import / import-log: describe the system in plain words")
     r.add_argument("--caveat", help="with import: a caveat appended to every imported dataset")
-    r.add_argument("--dest", help="with import: folder to import into (default: the shipped data)")
+    r.add_argument("--dest", help="with import: folder to import into (default: the per-user data folder)")
     r.add_argument("--force", action="store_true", help="with import: replace datasets of the same names")
     r.set_defaults(func=cmd_ref)
 

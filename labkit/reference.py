@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from . import logs as _logs
+
 #: 2: kind collective_sweep (nccl-tests sweeps of every collective, with an `op` column) and an
 #: optional `op` column on allreduce_sweep (only 'all_reduce'). Files of version 1 load unchanged.
 SCHEMA_VERSION = 2
@@ -122,12 +124,28 @@ def data_dir() -> Path:
     raise DatasetError(f"no reference data found next to {here}: reinstall labkit (pip install .)")
 
 
+def user_data_dir() -> Path:
+    """Where imported datasets and profiles go: $LABKIT_DATA, else the platform's per-user data folder
+    (platformdirs: ~/.local/share/labkit on Linux). Never the installed package. Notebooks search it
+    after the shipped data; a user dataset may not take a shipped dataset's name (refused at import)."""
+    env = os.environ.get("LABKIT_DATA")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("labkit", appauthor=False))
+
+
 def _search_dirs(folder: str | os.PathLike | None) -> list[Path]:
-    return [Path(folder)] if folder is not None else [data_dir()]
+    if folder is not None:
+        return [Path(folder)]
+    user = user_data_dir()
+    return [data_dir()] + ([user] if user.is_dir() and user.resolve() != data_dir().resolve() else [])
 
 
 def list_datasets(folder: str | os.PathLike | None = None, kind: str | None = None) -> list[str]:
-    """Names of the datasets in `folder` (default: the shipped data), optionally of one kind."""
+    """Names of the datasets in `folder` (default: the shipped data, then the user's: user_data_dir()),
+    optionally of one kind. A name in both is the shipped one."""
     names = []
     for d in _search_dirs(folder):
         if not d.is_dir():
@@ -140,7 +158,8 @@ def list_datasets(folder: str | os.PathLike | None = None, kind: str | None = No
                         continue
                 except json.JSONDecodeError as e:
                     raise DatasetError(f"{meta_path}: not valid JSON ({e})") from None
-            names.append(name)
+            if name not in names:
+                names.append(name)
     return names
 
 
@@ -263,9 +282,14 @@ def resolve_reference(reference: str | os.PathLike | None, kind: str) -> list[Da
 def _own_datasets(reference: str | os.PathLike, kind: str) -> tuple[list[Dataset], bool]:
     """(the datasets of `kind` that `reference` itself holds, whether it is a profile folder)."""
     p = profile_path(reference) or Path(reference)
+    if p.is_dir() and not (p / "profile.json").exists() and not list(p.glob("*.meta.json")):
+        logs = [f for f in sorted(p.iterdir()) if f.is_file() and not f.name.startswith(".")]
+        if not logs:
+            raise DatasetError(f"{p}: not a labkit profile folder (no profile.json and no datasets) and no logs")
+        return [ds for f in logs for ds in log_datasets(f) if ds.kind == kind], True
+    if p.is_file() and p.suffix != ".csv" and not p.name.endswith(".meta.json"):
+        return [ds for ds in log_datasets(p) if ds.kind == kind], True
     if p.is_dir():
-        if not (p / "profile.json").exists() and not list(p.glob("*.meta.json")):
-            raise DatasetError(f"{p}: not a labkit profile folder (no profile.json and no datasets)")
         check_profile(p)
         return load_all(p, kind), True
     ds = load(reference)
@@ -449,10 +473,11 @@ def import_profile(
         raise DatasetError(f"{src}: not a labkit profile folder (no {PROFILE_FILE})")
     if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", prefix):
         raise ValueError(f"prefix {prefix!r}: use lower-case letters, digits and '_' only")
-    dest = Path(dest) if dest is not None else data_dir()
+    dest = Path(dest) if dest is not None else user_data_dir()
     names = list(only) if only else list_datasets(src)
     datasets = [load(n, src) for n in names]  # validates every one before anything is written
     targets = [f"{prefix}_{ds.name}" for ds in datasets]
+    _refuse_shipped_names(targets, dest)
     clash = [t for t in targets if (dest / f"{t}.meta.json").exists()]
     if clash and not force:
         raise FileExistsError(f"{', '.join(clash)} already in {dest}; pass force=True (--force) to replace")
@@ -470,3 +495,116 @@ def import_profile(
         )
         write_dataset(dest, target, ds.frame, meta)
     return targets
+
+
+# --------------------------------------------------------------------------- tool logs (labkit.logs)
+#: What an imported log's meta says where the log itself is silent (never a guessed value).
+NOT_STATED = "not stated in the log"
+
+
+def _refuse_shipped_names(names, dest: Path) -> None:
+    if dest.resolve() != data_dir().resolve():
+        taken = [n for n in names if (data_dir() / f"{n}.meta.json").exists()]
+        if taken:
+            raise FileExistsError(f"{', '.join(taken)}: a shipped dataset has that name; choose another --name")
+
+
+def _op_from_file_name(path: Path) -> str | None:
+    """nccl-tests binaries are <op>_perf: a log named all_reduce_perf*.log says its collective."""
+    for op in sorted(COLLECTIVE_OPS, key=len, reverse=True):
+        if path.name.lower().startswith(f"{op}_perf"):
+            return op
+    return None
+
+
+def log_datasets(path: str | os.PathLike, fmt: str = "auto", **kw) -> list[Dataset]:
+    """Every table of a tool log (nccl-tests, nvbandwidth, bandwidthTest, p2pBandwidthLatencyTest) as
+    Datasets, numbers as printed (see _log_tables for `name`, `op`, `fill`, `system`, `source`)."""
+    return [
+        Dataset(n, validate_frame(f.copy(), m, Path(path)), m, Path(path)) for n, f, m in _log_tables(path, fmt, **kw)
+    ]
+
+
+def _log_tables(
+    path: str | os.PathLike,
+    fmt: str = "auto",
+    *,
+    name: str | None = None,
+    op: str | None = None,
+    fill: dict | None = None,
+    system: str | None = None,
+    source: str | None = None,
+) -> list[tuple]:
+    """(name, frame as printed, meta) for every table of a tool log, read by labkit.logs. The collective of an nccl-tests log that does
+    not name it comes from `op`, else from a file name like all_reduce_perf.log; other columns the log
+    leaves empty come from `fill` or the dataset is refused naming them. Meta the log does not state
+    reads NOT_STATED. Names: NAME (default the file's stem) for one table, NAME_1, NAME_2, ... for several."""
+    import pandas as pd
+
+    path = Path(path)
+    parsed = _logs.parse_log(path, format=fmt)
+    op = op or _op_from_file_name(path)
+    base = name or "".join(c if c.isalnum() else "_" for c in path.stem.lower()).strip("_") or "log"
+    out = []
+    for i, part in enumerate(parsed, start=1):
+        cols = dict(fill or {})
+        if op and part.tool == "nccl-tests" and "op" in part.missing:
+            part = part.filled(op=cols.pop("op", op))
+        if part.tool == "nccl-tests" and part.kind and "config" in part.missing:
+            cols.setdefault("config", part.meta.get("method") or "as logged")  # a label: the command it ran
+        part = part.filled(**{k: v for k, v in cols.items() if k in part.missing or k not in part.frame})
+        if part.missing:
+            flags = " ".join(
+                dict.fromkeys("--op OP" if c in ("kind", "op") else f"--fill {c}=VALUE" for c in part.missing)
+            )
+            raise DatasetError(
+                f"{path}, lines {part.lines[0]}-{part.lines[1]}: the log does not state {', '.join(part.missing)}; "
+                f"give it: {flags}"
+            )
+        ds_name = base if len(parsed) == 1 else f"{base}_{i}"
+        if part.meta.get("title", "").startswith("nccl-tests (collective not named)") and part.kind:
+            part.meta["title"] = part.meta["title"].replace(
+                "collective not named", f"{part.frame['op'].iloc[0]}, named at import"
+            )
+        meta = part.dataset_meta(
+            system=system,
+            source=source or f"{part.tool} log {path.name}",
+            source_file=str(path),
+            quality="B",
+        )
+        meta = {"schema_version": SCHEMA_VERSION, **meta, "name": ds_name}
+        for field in META_FIELDS:
+            if meta.get(field) in (None, ""):
+                meta[field] = NOT_STATED
+        frame = pd.DataFrame(part.frame).reset_index(drop=True)
+        validate_meta(meta, path)
+        validate_frame(frame.copy(), meta, path)
+        out.append((ds_name, frame, meta))
+    return out
+
+
+def import_log(
+    path: str | os.PathLike,
+    name: str,
+    fmt: str = "auto",
+    *,
+    out: str | os.PathLike | None = None,
+    force: bool = False,
+    **kw,
+) -> tuple[list[str], tuple]:
+    """`labkit ref import-log`: write a log's datasets as NAME.csv + NAME.meta.json into `out` (default
+    user_data_dir()); returns (names written, what the log reader skipped: (line, text, why))."""
+    import re
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
+        raise ValueError(f"--name {name!r}: use lower-case letters, digits and '_' only")
+    dest = Path(out) if out is not None else user_data_dir()
+    tables = _log_tables(path, fmt, name=name, **kw)  # everything is read and checked before anything is written
+    names = [t[0] for t in tables]
+    _refuse_shipped_names(names, dest)
+    clash = [n for n in names if (dest / f"{n}.meta.json").exists()]
+    if clash and not force:
+        raise FileExistsError(f"{', '.join(clash)} already in {dest}; pass --force to replace")
+    for table_name, frame, meta in tables:
+        write_dataset(dest, table_name, frame, meta)  # the frame as printed: '0.00' stays '0.00'
+    return names, _logs.parse_log(path, format=fmt).skipped

@@ -27,10 +27,13 @@ pytestmark = pytest.mark.notebook
 
 #: The nbconvert runs also try what `reference=` accepts besides the shipped catalogue (the papermill runs
 #: in test_nbNN.py use the default): a notebook costs ~10 s of CPU, so one run checks both.
+RAW_LOG = reference.data_dir() / "raw" / "nccl_all_reduce_perf__2x_RTX2080Ti_PCIe3_noP2P__anthonyhoo.txt"
 PROFILE = "classroom_node"  # a copy of a real recorded profile folder, as an instructor hands it out
 REFERENCES = {
     "01_pcie_latency_curve": lambda root: str(root / PROFILE),
     "02_pinned_vs_pageable": lambda root: "h100_vm_labkit_nonblocking_pitfall",  # a point set, no pin-cost run
+    # a raw nccl-tests log, read by labkit.logs as the notebook runs (issue 17: bring your own measurements)
+    "05_ring_allreduce_by_hand": lambda root: str(RAW_LOG),
 }
 
 
@@ -138,3 +141,11 @@ def test_every_site_page_loads_in_chromium_with_its_figures(executed, tmp_path):
                 assert page.locator("nav.labkit-nav a[href='index.html']").count() == 1
         finally:
             b.close()
+
+
+def test_a_raw_nccl_tests_log_given_as_reference_is_drawn_by_notebook_05(executed):
+    """reference= a log file: notebook 05 reads it with labkit.logs and shows it first among the recorded sweeps."""
+    r = _results(executed, "05_ring_allreduce_by_hand")
+    assert r["reference"] == str(RAW_LOG)
+    assert "nccl_all_reduce_perf__2x_rtx2080ti_pcie3_nop2p__anthonyhoo" in r["datasets"], r["datasets"]
+    assert r["all_checks_passed"], {k: v for k, v in r["checks"].items() if not v}
