@@ -53,6 +53,8 @@ def test_nb06_reference_mode(run_nb):
     # a healthy 2-node ring over 8 NDR NICs (NCCL's 46-48 GB/s each) loses x1.2-1.3, not x3 (nccl-tests#290, #319)
     assert 1.2 <= n["model_h100_cliff_healthy_ring"] <= 1.3 < n["recorded_h100_cliff_1_to_2_nodes"]
     assert n["model_points_within_30pct"] >= 80
+    # the healthy-cluster table: five recorded systems predicted at 1, 2 and 8 nodes (and 4 where recorded)
+    assert r["experiments"]["healthy_cluster"]["systems"] == 5 and r["experiments"]["healthy_cluster"]["rows"] >= 15
     assert n["tp16_comm_flat_s"] > n["tp8_comm_s"]
     for ds in (
         "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290",

@@ -283,7 +283,7 @@ RECORDED_CURVES = (
         {"nodes": 2, "placement": "out-of-place"},
         "busbw_GBps",
         1.0,
-        "all_reduce busbw, 2 nodes",
+        "all_reduce busbw, 2 nodes: NCCL's tree, up to ~2× the node's 4 × 25 GB/s NICs; not one NIC's rate",
     ),
     RecordedCurve(
         "network",
@@ -291,7 +291,7 @@ RECORDED_CURVES = (
         {"placement": "out-of-place"},
         "busbw_GBps",
         1.0,
-        "all_reduce busbw, 2 nodes",
+        "all_reduce busbw, 2 nodes, ring: the sum of 4 × 12.5 GB/s EFA NICs; not one NIC's rate",
     ),
 )
 
