@@ -29,6 +29,9 @@ def test_nb01_reference_mode(run_nb):
     assert r["checks"]["figures_labelled"] and r["figures_checked"] >= 4 and r["figure_problems"] == []
     # unanswered exercises are reported, not crashed on
     assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
+    # the "check the claim" table: H2D is at least 10% faster than D2H on none of the ten shipped systems
+    assert r["checks"]["d2h_at_least_h2d_everywhere"]
+    assert r["experiments"]["h2d_vs_d2h"]["claim_holds_on"] == 0 and r["experiments"]["h2d_vs_d2h"]["systems"] == 10
 
 
 def test_fit_on_recorded_sweep_gives_a_plausible_latency_floor():
@@ -47,3 +50,16 @@ def test_significant_digits_filter():
     assert reference.significant_digits("12.0") == 3
     assert reference.significant_digits("1.5e-4") == 2
     assert reference.significant_digits("0.000151264") == 6
+
+
+def test_h2d_vs_d2h_claim_table_matches_the_data():
+    """Exercise 4's table: every shipped pinned CE system, D2H >= H2D on all (the claim holds on none)."""
+    from labkit.copies import directions
+
+    t = directions.h2d_vs_d2h()
+    s = directions.summary(t)
+    assert s["systems"] == 10 and s["claim_holds_on"] == 0
+    assert s["largest_gap_dataset"] == "bandwidthtest_pinned_pageable_a100_80gb_pcie_dell"
+    dell = t.set_index("dataset").loc["bandwidthtest_pinned_pageable_a100_80gb_pcie_dell"]
+    assert (dell["h2d_GBps"], dell["d2h_GBps"]) == (17.3, 24.6)
+    assert 1.07 < s["median_d2h_over_h2d"] < 1.09
