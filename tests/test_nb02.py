@@ -36,6 +36,10 @@ def test_nb02_reference_mode(run_nb):
     assert ex["dataloader"]["shown"] is True
     assert "h100_vm_labkit_dataloader_throughput" in r["datasets"]
     assert ex["nonblocking_pitfall"]["wrong_before"] > 0 and ex["nonblocking_pitfall"]["wrong_after"] == 0
+    # NUMA and a shared root complex, recorded: the remote socket and 8 GPUs at once are slower than local / alone
+    assert r["checks"]["remote_and_shared_are_slower"]
+    assert "bandwidthtest_p100_pcie_numa_local_vs_remote_gearshifft_pr82_points" in r["datasets"]
+    assert set(ex["exercises"].values()) == {"not attempted"} and len(ex["exercises"]) == 6
     assert r["all_checks_passed"], r["checks"]
     assert {"pinned_cap_enforced", "figures_labelled", "pitfall_wrong_before_sync"} <= set(r["checks"])
     assert set(ex["exercises"].values()) == {"not attempted"}
