@@ -36,6 +36,10 @@ from labkit.notebooks import notebooks_dir
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NOTEBOOKS = sorted(notebooks_dir().glob("*.ipynb"))
+#: This file runs the first half; test_browser_second_half.py the rest, with its own JupyterLab and
+#: Chromium, so that two pytest-xdist workers share the longest test of the suite.
+FIRST_HALF = NOTEBOOKS[: (len(NOTEBOOKS) + 1) // 2]
+SECOND_HALF = NOTEBOOKS[len(FIRST_HALF) :]
 PARAMETERS = {"mode": "reference", "quick": True}
 # generous but bounded (a notebook takes 5-15 s here); raise them on a slow machine
 RUN_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_RUN_TIMEOUT", 180))  # Run All → every cell executed
@@ -183,9 +187,17 @@ def test_parameters_rewrite_keeps_the_committed_notebook():
     assert "# a comment" in out["cells"][1]["source"]
 
 
-@pytest.mark.timeout(int(RUN_TIMEOUT_S + 4 * WIDGET_TIMEOUT_S + 120))
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+TIMEOUT_S = int(RUN_TIMEOUT_S + 4 * WIDGET_TIMEOUT_S + 120)
+
+
+@pytest.mark.timeout(TIMEOUT_S)
+@pytest.mark.parametrize("notebook", FIRST_HALF, ids=lambda p: p.stem)
 def test_notebook_in_jupyterlab(notebook: Path, lab, browser, student_copies, artifacts, record_property):
+    check_notebook_in_jupyterlab(notebook, lab, browser, student_copies, artifacts, record_property)
+
+
+def check_notebook_in_jupyterlab(notebook: Path, lab, browser, student_copies, artifacts, record_property):
+    """Open the student copy in JupyterLab, run all cells, check outputs and widgets, take the screenshots."""
     results = lab.root / f"{notebook.stem}.results.json"
     copy = bh.prepare_notebook(student_copies[notebook.stem], lab.root, results_path=str(results), **PARAMETERS)
     shot, widget_shot = artifacts / f"{notebook.stem}.png", artifacts / f"{notebook.stem}.widget.png"
