@@ -44,6 +44,7 @@ class Requirement:
 #: Hardware each named experiment needs to run live. `Session.mode_for` refuses a name not listed here.
 EXPERIMENTS: dict[str, Requirement] = {
     "h2d_sweep": Requirement(1, "a CUDA GPU"),
+    "small_copies": Requirement(1, "a CUDA GPU"),
     "host_copy_sweep": Requirement(0, "nothing (host memory)"),
     "pinned_vs_pageable": Requirement(1, "a CUDA GPU"),
     "pin_cost": Requirement(0, "nothing (pinning works without a GPU only where torch allows it)"),

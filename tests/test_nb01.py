@@ -25,6 +25,10 @@ def test_nb01_reference_mode(run_nb):
     assert 1 < r["numbers"]["beta_GBps"] < 15.76
     assert r["numbers"]["n_half_bytes"] > 1024
     assert r["all_checks_passed"], r["checks"]
+    # the small-copy floor: recorded H100 unblocked loop, D2H flat (the host's per-call issue cost)
+    small = r["experiments"]["small_copies"]
+    assert small["obtained"] == "recorded" and small["rows"] >= 10
+    assert 1.0 < small["d2h_floor_spread"] < 1.1
     # every figure (the widget's too) went through session.figure and has a title, units and a source
     assert r["checks"]["figures_labelled"] and r["figures_checked"] >= 4 and r["figure_problems"] == []
     # unanswered exercises are reported, not crashed on

@@ -39,10 +39,11 @@ def test_nb02_reference_mode(run_nb):
     # NUMA and a shared root complex, recorded: the remote socket and 8 GPUs at once are slower than local / alone
     assert r["checks"]["remote_and_shared_are_slower"]
     assert "bandwidthtest_p100_pcie_numa_local_vs_remote_gearshifft_pr82_points" in r["datasets"]
-    assert set(ex["exercises"].values()) == {"not attempted"} and len(ex["exercises"]) == 6
+    assert set(ex["exercises"].values()) == {"not attempted"} and len(ex["exercises"]) == 8
     assert r["all_checks_passed"], r["checks"]
     assert {"pinned_cap_enforced", "figures_labelled", "pitfall_wrong_before_sync"} <= set(r["checks"])
     assert set(ex["exercises"].values()) == {"not attempted"}
+    assert {"MiB→GB/s", "timer for a pageable copy"} <= set(ex["exercises"])
     # the interview numbers come from this run: the replayed H100 sweep and pin cost, per direction
     iv = ex["interview"]
     assert iv["ratio_source"].startswith("recorded:") and "H100" in iv["ratio_source"]

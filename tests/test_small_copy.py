@@ -66,3 +66,14 @@ def test_recorded_floor_of_the_h100_sweep_shows_d2h_flat_and_h2d_above_it():
     d2h = [rows[b]["d2h_us (no blocker)"] for b in rows if b <= 128 * 1024]
     assert 3.7 < min(d2h) and max(d2h) < 4.1  # flat from 4 B to 128 KiB: the host's issue rate
     assert found.datasets == (sc.RECORDED_SWEEP,)
+
+
+def test_d2h_floor_spread_reads_recorded_and_live_rows():
+    found = sc.recorded_floor(reference.load(sc.RECORDED_SWEEP))
+    assert 1.0 < sc.d2h_floor_spread(found.data) < 1.1
+    live = [
+        {"direction": "d2h", "bytes": 4, "pipelined_us (no blocker)": 4.0},
+        {"direction": "h2d", "bytes": 4, "pipelined_us (no blocker)": 9.0},
+        {"direction": "d2h", "bytes": 65536, "pipelined_us (no blocker)": 5.0},
+    ]
+    assert sc.d2h_floor_spread(live) == 1.25

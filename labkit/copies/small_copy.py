@@ -29,6 +29,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from labkit import reference
 from labkit.runtime import Found
 
 #: Sizes the live small-copy experiment times (4 B .. 1 MiB; quick: three of them).
@@ -272,9 +273,10 @@ def measure_here(quick: bool, *, n: int = 100) -> Found | None:  # pragma: no co
 
 
 def recorded_floor(dataset, max_bytes: int = 256 * 1024) -> Found | None:
-    """The pipelined (no-blocker) per-copy times ≤ `max_bytes` of a recorded labkit sweep, H2D beside D2H."""
-    if dataset is None:
-        return None
+    """The pipelined (no-blocker) per-copy times ≤ `max_bytes` of a recorded labkit sweep (a Dataset or its
+    name), H2D beside D2H."""
+    if isinstance(dataset, str):
+        dataset = reference.load(dataset)
     f = dataset.frame
     f = f[(f.memory == "pinned") & f.direction.isin(["h2d", "d2h"]) & (f.nbytes <= max_bytes)]
     rows = []
@@ -285,3 +287,13 @@ def recorded_floor(dataset, max_bytes: int = 256 * 1024) -> Found | None:
         )
     label = f"recorded: {dataset.label} — labkit sweep, Python loop of copy_(non_blocking=True), no blocker"
     return Found(rows, label, datasets=(dataset.name,))
+
+
+def d2h_floor_spread(rows, max_bytes: int = 128 * 1024) -> float:
+    """max/min of the unblocked D2H per-copy time up to `max_bytes` (≈ 1: flat, the host's issue rate); nan if none."""
+    t = [
+        r.get("d2h_us (no blocker)", r.get("pipelined_us (no blocker)"))
+        for r in rows or []
+        if r["bytes"] <= max_bytes and r.get("direction", "d2h") == "d2h"
+    ]
+    return max(t) / min(t) if t else float("nan")
