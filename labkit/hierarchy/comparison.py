@@ -95,6 +95,7 @@ class Comparison:
             key = "flat" if r["impl"] == "flat_ring" else "hier"
             counted = sum(r["counted_inter_bytes_per_rank"])
             wire = r.get("wire_tx_bytes_per_group")
+            resent = r.get("wire_retransmitted_segments_per_group")
             rows.append(
                 {
                     "impl": r["impl"],
@@ -104,6 +105,8 @@ class Comparison:
                     "computed_total": calc[f"{key}_total"],
                     "counted_total": counted,
                     "wire_total": sum(wire) if wire else None,
+                    # each retransmitted segment crossed the wire again, in at most one full frame
+                    "wire_resent_at_most": sum(resent) * slowlink.FRAME_BYTES if resent is not None else None,
                 }
             )
         return pd.DataFrame(rows)

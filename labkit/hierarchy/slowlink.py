@@ -34,6 +34,8 @@ IFACE = "lk0"
 SUBNET = "10.231.0"
 #: Jumbo frames, as RDMA/RoCE clusters use: fewer packets per byte for a 2-core machine to push.
 MTU = 9000
+#: Bytes one full frame adds to an interface's tx_bytes: the MTU plus the 14-byte Ethernet header.
+FRAME_BYTES = MTU + 14
 #: tbf queue: 200 ms of data (at least 1 MiB) — deep enough that TCP is not starved by drops.
 QUEUE_S, MIN_QUEUE_BYTES = 0.2, 1 << 20
 #: tbf bucket depth: 64 KiB, or 10 ms of data at high rates (must exceed rate / kernel HZ).
@@ -76,6 +78,24 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def orphaned_namespaces(before: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """labkit namespaces not in `before` whose creating process is gone: what a finished run left behind.
+
+    Namespaces of processes still alive (another notebook or test running beside this one) are not counted.
+    """
+    out = set()
+    for ns in set(list_namespaces()) - set(before):
+        m = re.match(rf"^{PREFIX}(\d+)-", ns)
+        if m and not _pid_alive(int(m.group(1))):
+            out.add(ns)
+    return out
+
+
+def own_namespaces() -> set[str]:
+    """labkit namespaces this process created and still holds."""
+    return {ns for ns in list_namespaces() if ns.startswith(f"{PREFIX}{os.getpid()}-")}
+
+
 def remove_stale() -> list[str]:
     """Delete labkit namespaces whose creating process is gone; return their names."""
     gone = []
@@ -107,6 +127,12 @@ def iface_counters(iface: str = IFACE) -> dict:
             f = rest.split()
             return {"rx_bytes": int(f[0]), "rx_packets": int(f[1]), "tx_bytes": int(f[8]), "tx_packets": int(f[9])}
     raise KeyError(f"no interface {iface!r} in this network namespace")
+
+
+def tcp_retransmitted_segments() -> int:
+    """TCP segments retransmitted in the *current* network namespace so far (/proc/net/snmp RetransSegs)."""
+    rows = [ln.split() for ln in Path("/proc/self/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("RetransSegs")])
 
 
 class NetnsCluster:

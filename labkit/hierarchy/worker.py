@@ -25,7 +25,7 @@ from ..timing import MIN_SAMPLE_S
 from ..units import parse_sizes
 from . import hierarchical as H
 from . import slowlink
-from .slowlink import iface_counters
+from .slowlink import iface_counters, tcp_retransmitted_segments
 
 #: Warm-up collectives before timing (the first call sets up connections and buffers).
 WARMUP = 1
@@ -67,11 +67,12 @@ def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> Non
     _join_netns.store = store  # keep the client (and rank 0's server) alive while the group lives
 
 
-def _wire_bytes(slow: dict, rank: int) -> int | None:
-    """tx bytes of this group's uplink (read by local rank 0 of each group), or None."""
+def _wire_bytes(slow: dict, rank: int) -> tuple[int, int] | None:
+    """(tx bytes of this group's uplink, TCP segments retransmitted in its namespace), read by local rank 0
+    of each group; None elsewhere."""
     if slow.get("kind") != "netns" or rank % slow["group_size"]:
         return None
-    return iface_counters(slow["iface"])["tx_bytes"]
+    return iface_counters(slow["iface"])["tx_bytes"], tcp_retransmitted_segments()
 
 
 def bench_rank(
@@ -139,12 +140,19 @@ def bench_rank(
             )[algo]
             per_rank = [None] * world_size
             dist.all_gather_object(
-                per_rank, {"samples": times, "sent": sent, "ok": ok, "wire": None if w0 is None else w1 - w0}
+                per_rank,
+                {
+                    "samples": times,
+                    "sent": sent,
+                    "ok": ok,
+                    "wire": None if w0 is None else [w1[0] - w0[0], w1[1] - w0[1]],
+                },
             )
             if rank == 0:
                 samples = slowest_rank([r["samples"] for r in per_rank])
                 seconds = statistics.median(samples)
-                wire = [r["wire"] for r in per_rank if r["wire"] is not None]
+                wire = [r["wire"][0] for r in per_rank if r["wire"] is not None]
+                retrans = [r["wire"][1] for r in per_rank if r["wire"] is not None]
                 records.append(
                     {
                         "impl": algo,
@@ -167,6 +175,7 @@ def bench_rank(
                         if algo != "library"
                         else None,
                         "wire_tx_bytes_per_group": wire or None,
+                        "wire_retransmitted_segments_per_group": retrans or None,
                     }
                 )
     dist.barrier()
