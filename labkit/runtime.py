@@ -50,6 +50,7 @@ EXPERIMENTS: dict[str, Requirement] = {
     "pin_cost": Requirement(0, "nothing (pinning works without a GPU only where torch allows it)"),
     "nonblocking_pitfall": Requirement(1, "a CUDA GPU"),
     "dataloader": Requirement(1, "a CUDA GPU"),
+    "dataloader_stages": Requirement(0, "nothing for the workers' stage; a CUDA GPU for pinning and copying"),
     "overlap": Requirement(1, "a CUDA GPU"),
     "host_overlap": Requirement(0, "nothing (threads on this CPU)"),
     "p2p_local": Requirement(1, "a CUDA GPU"),

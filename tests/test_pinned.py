@@ -203,6 +203,8 @@ def test_gpu_pin_cost_and_dataloader():
     for pm in (False, True):
         r = dataloader.measure_dataloader(pm, batches=5, workers=0)
         assert r["throughput_GBps"] > 0 and r["pin_memory"] is pm
+    st = dataloader.measure_stages(batches=3, workers=0)
+    assert list(st["stage"]) == list(dataloader.STAGES) and (st.seconds_per_batch > 0).all()
 
 
 @pytest.mark.gpu
@@ -222,3 +224,27 @@ def test_synthetic_images_dataset_is_picklable_for_spawned_workers():
     assert (ds[7] == ds[3]).all()  # indices wrap around the samples held in RAM
     back = pickle.loads(pickle.dumps(ds))
     assert len(back) == 10 and (back[1] == ds[1]).all()
+
+
+def test_dataloader_stages_without_a_gpu_time_the_workers_only_and_replay_as_a_dataset(tmp_path):
+    from labkit.system import environment
+
+    f = dataloader.measure_stages(batches=3, batch_size=4, workers=1, device=None)
+    assert list(f["stage"]) == ["workers"]  # pinning and copying need CUDA: left out, never estimated
+    r = f.iloc[0]
+    assert r.seconds_per_batch > 0 and r.batches_per_s == pytest.approx(1 / r.seconds_per_batch)
+    assert r.GBps == pytest.approx(4 * 3 * 224 * 224 / r.seconds_per_batch / 1e9)
+    env = environment()
+    reference.write_dataset(tmp_path, "dataloader_stages", dataloader.stages_as_points(f), dataloader.stages_meta(env))
+    back = dataloader.stages_recorded(reference.load_all(tmp_path))
+    assert back is not None and list(back.data["stage"]) == ["workers"]
+    text = dataloader.pace_text(None, back.data)
+    assert "ms per batch" in text and "need a CUDA GPU" in text
+
+
+def test_dataloader_pace_text_reads_the_recorded_h100_pipelines():
+    found = dataloader.recorded([reference.load("h100_vm_labkit_dataloader_throughput")])
+    text = dataloader.pace_text(found.data, None)
+    # 209 batches/s unpinned against 126 pinned: the workers reached 209, so they do not hold the pinned run
+    assert "209 batches/s with pin_memory=False, 126 with pin_memory=True" in text
+    assert "not what holds" in text

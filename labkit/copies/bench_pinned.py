@@ -16,6 +16,9 @@ from .dataloader import (
     QUICK_LOADER_BATCHES,
     SAMPLE_SHAPE,
     measure_dataloader,
+    measure_stages,
+    stages_as_points,
+    stages_meta,
 )
 from .pin_cost import PIN_MAX_BYTES, PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES, PIN_REPEATS, measure_pin_cost
 from .pinned import NO_GPU_HINT, can_pin
@@ -93,6 +96,9 @@ def bench(args):
                 pm, batches=QUICK_LOADER_BATCHES if args.quick else LOADER_BATCHES, device=args.device
             )
             yield {**base, "test": "dataloader", **r, "bandwidth_direction": "unidirectional"}
+        stages = measure_stages(batches=QUICK_LOADER_BATCHES if args.quick else LOADER_BATCHES, device=args.device)
+        for r in stages.to_dict("records"):
+            yield {**base, "test": "dataloader_stage", **r, "bandwidth_direction": "unidirectional"}
     if "pitfall" in whats:
         r = nonblocking_pitfall_gpu(device=args.device)
         yield {**base, "test": "nonblocking_pitfall", **dataclasses.asdict(r)}
@@ -158,6 +164,13 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             caveats="in-memory synthetic data: no decoding or disk, so the copy path dominates",
         ),
     )
+    stages = measure_stages(batches=QUICK_LOADER_BATCHES if quick else LOADER_BATCHES)
+    write_dataset(
+        folder,
+        "dataloader_stages",
+        stages_as_points(stages),
+        stages_meta(env),
+    )
     r = nonblocking_pitfall_gpu()
     write_dataset(
         folder,
@@ -188,4 +201,4 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             method="labkit.copies.pitfall.nonblocking_pitfall_gpu: torch.cuda._sleep, then copy_(non_blocking=True) into pinned memory",
         ),
     )
-    return ["pin_cost", "dataloader_throughput", "nonblocking_pitfall"]
+    return ["pin_cost", "dataloader_throughput", "dataloader_stages", "nonblocking_pitfall"]
