@@ -44,19 +44,7 @@ PROVENANCES = ("recorded", "measured")
 BANDWIDTH_DIRECTIONS = ("unidirectional", "bidirectional", "aggregate", "mixed", "none")
 
 #: Collectives nccl-tests measures (`<op>_perf` binaries) and labkit.collectives names.
-COLLECTIVE_OPS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "broadcast",
-    "reduce",
-    "alltoall",
-    "alltoallv",
-    "sendrecv",
-    "hypercube",
-    "gather",
-    "scatter",
-)
+COLLECTIVE_OPS = _logs.nccl_tests.OPS
 _SWEEP_NUMERIC = ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps")
 
 # kind -> (required columns, numeric columns, allowed values for categorical columns)
@@ -520,9 +508,8 @@ def _op_from_file_name(path: Path) -> str | None:
 def log_datasets(path: str | os.PathLike, fmt: str = "auto", **kw) -> list[Dataset]:
     """Every table of a tool log (nccl-tests, nvbandwidth, bandwidthTest, p2pBandwidthLatencyTest) as
     Datasets, numbers as printed (see _log_tables for `name`, `op`, `fill`, `system`, `source`)."""
-    return [
-        Dataset(n, validate_frame(f.copy(), m, Path(path)), m, Path(path)) for n, f, m in _log_tables(path, fmt, **kw)
-    ]
+    tables, _ = _log_tables(path, fmt, **kw)
+    return [Dataset(n, checked, m, Path(path)) for n, _, checked, m in tables]
 
 
 def _log_tables(
@@ -534,8 +521,9 @@ def _log_tables(
     fill: dict | None = None,
     system: str | None = None,
     source: str | None = None,
-) -> list[tuple]:
-    """(name, frame as printed, meta) for every table of a tool log, read by labkit.logs. The collective of an nccl-tests log that does
+) -> tuple[list[tuple], tuple]:
+    """([(name, frame as printed, frame validated, meta) for every table], lines skipped) of a tool log, read once
+    by labkit.logs. The collective of an nccl-tests log that does
     not name it comes from `op`, else from a file name like all_reduce_perf.log; other columns the log
     leaves empty come from `fill` or the dataset is refused naming them. Meta the log does not state
     reads NOT_STATED. Names: NAME (default the file's stem) for one table, NAME_1, NAME_2, ... for several."""
@@ -578,9 +566,8 @@ def _log_tables(
                 meta[field] = NOT_STATED
         frame = pd.DataFrame(part.frame).reset_index(drop=True)
         validate_meta(meta, path)
-        validate_frame(frame.copy(), meta, path)
-        out.append((ds_name, frame, meta))
-    return out
+        out.append((ds_name, frame, validate_frame(frame.copy(), meta, path), meta))
+    return out, parsed.skipped
 
 
 def import_log(
@@ -599,12 +586,12 @@ def import_log(
     if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
         raise ValueError(f"--name {name!r}: use lower-case letters, digits and '_' only")
     dest = Path(out) if out is not None else user_data_dir()
-    tables = _log_tables(path, fmt, name=name, **kw)  # everything is read and checked before anything is written
+    tables, skipped = _log_tables(path, fmt, name=name, **kw)  # everything read and checked before anything is written
     names = [t[0] for t in tables]
     _refuse_shipped_names(names, dest)
     clash = [n for n in names if (dest / f"{n}.meta.json").exists()]
     if clash and not force:
         raise FileExistsError(f"{', '.join(clash)} already in {dest}; pass --force to replace")
-    for table_name, frame, meta in tables:
+    for table_name, frame, _, meta in tables:
         write_dataset(dest, table_name, frame, meta)  # the frame as printed: '0.00' stays '0.00'
-    return names, _logs.parse_log(path, format=fmt).skipped
+    return names, skipped

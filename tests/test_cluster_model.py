@@ -317,7 +317,7 @@ def test_nodes_must_divide_gpus():
         cm.check_layout(16, 3)
     with pytest.raises(ValueError, match="gpus_per_node"):
         cm.check_layout(16, 2, 4)
-    with pytest.raises(ValueError, match="gpus must be >= 2"):
+    with pytest.raises(ValueError, match="gpus must be at least 2"):
         cm.check_layout(1, 1)
     assert cm.check_layout(16, 2, 8) == (16, 2, 8)
 

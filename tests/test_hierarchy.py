@@ -287,3 +287,31 @@ def test_orphaned_namespaces_counts_only_those_whose_creator_is_gone():
         for ns in (orphan, alive):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     assert slowlink.own_namespaces() == set() and slowlink.orphaned_namespaces(before) == set()
+
+
+def test_straggler_frame_counts_ranks_leaving_before_the_late_one_entered():
+    rows = [
+        {
+            "rank": 0,
+            "delayed": False,
+            "entered_s": [0.0, 1.0],
+            "left_s": [0.5, 1.2],
+            "total_s": 0.5,
+            "in_collective_s": 0.5,
+        },
+        {
+            "rank": 1,
+            "delayed": True,
+            "entered_s": [0.4, 1.1],
+            "left_s": [0.5, 1.2],
+            "total_s": 0.5,
+            "in_collective_s": 0.1,
+        },
+    ]
+    df = comparison.straggler_frame(rows)
+    assert list(df["left_early"]) == [0, 0] and "entered_s" not in df
+    rows[0]["left_s"] = [0.3, 1.2]  # rank 0 "left" before rank 1 entered in the first repeat: impossible, and counted
+    assert list(comparison.straggler_frame(rows)["left_early"]) == [1, 0]
+    rows[1]["delayed"] = False
+    with pytest.raises(ValueError, match="exactly one late rank"):
+        comparison.straggler_frame(rows)

@@ -15,7 +15,7 @@ B  = intra-node bandwidth one GPU can drive, per direction (NVLink through NVSwi
      NVLinks of a GH200 node), at NCCL's efficiency;
 Nn = node network bandwidth = NICs used x per-NIC rate x NCCL's network efficiency, per direction.
 
-Bandwidth terms (what bounds each algorithm; the facts and their sources are in facts.md):
+Bandwidth terms (what bounds each algorithm; each fact cites its source where it is stated):
 
   ring        every GPU sends 2(N-1)/N*S; NCCL runs several rings (channels), each leaving the node
               on its own NIC (rail-aligned by default, NCCL_CROSS_NIC), so a node pushes
@@ -371,13 +371,6 @@ def healthy_scaling(system: System, nbytes: float, node_counts=(1, 2, 8), **kw) 
 
 
 # --------------------------------------------------------------------------- the command line
-def _cli_number(flag: str, value, *, integer: bool = False) -> float:
-    try:
-        return _positive(flag, value, integer=integer)
-    except ValueError as e:
-        raise ValueError(str(e)) from None
-
-
 def cli_records(
     nbytes: float,
     gpus: int,
@@ -394,21 +387,13 @@ def cli_records(
     """`labkit model --nodes ...`: one record per algorithm that applies (nccl-tests semantics), the
     rates taken as given (line rates give upper bounds; NCCL-level rates, e.g. 370 per H100 and 47 per
     NDR NIC, give predictions). Bad input is refused naming the command-line flag."""
-    _cli_number("--size", nbytes)
-    N = _cli_number("--gpus", gpus, integer=True)
-    m = _cli_number("--nodes", nodes, integer=True)
-    _cli_number("--bandwidth", bandwidth_GBps)
-    if N % m:
-        raise ValueError(f"--nodes ({m}) must divide --gpus ({N}): every node holds the same number of GPUs")
-    g = N // m
-    if gpus_per_node is not None and _cli_number("--gpus-per-node", gpus_per_node, integer=True) != g:
-        raise ValueError(f"--gpus-per-node ({gpus_per_node}) must equal --gpus / --nodes ({N}/{m} = {g})")
-    if N < 2:
-        raise ValueError(f"--gpus must be at least 2 for an all-reduce to move data, got {N}")
+    _positive("--size", nbytes)
+    N, m, g = check_layout(gpus, nodes, gpus_per_node, names=("--gpus", "--nodes", "--gpus-per-node"))
+    _positive("--bandwidth", bandwidth_GBps)
     if m > 1 and (nic_bandwidth_GBps is None or nics_per_node is None):
         raise ValueError("--nic-bandwidth and --nics-per-node are needed when --nodes is above 1")
-    nic = 1.0 if nic_bandwidth_GBps is None else _cli_number("--nic-bandwidth", nic_bandwidth_GBps)
-    k = 1 if nics_per_node is None else _cli_number("--nics-per-node", nics_per_node, integer=True)
+    nic = 1.0 if nic_bandwidth_GBps is None else _positive("--nic-bandwidth", nic_bandwidth_GBps)
+    k = 1 if nics_per_node is None else _positive("--nics-per-node", nics_per_node, integer=True)
     system = simple_system(g, bandwidth_GBps, nic, k, nvls=nvls, sharp=sharp, nvls_min_gpus=2)
     rows = table(system, nbytes, m, protocol=protocol)
     return [

@@ -11,7 +11,7 @@ def _nvlink_eff(arch: str, links: int, line_GBps: float) -> float:
     return NCCL_NVLINK_GBPS_PER_LINK[arch] * links / line_GBps
 
 
-#: The systems of labkit's multi-node and NVLS/SHARP datasets. Sources: facts.md (section "systems").
+#: The systems of labkit's multi-node and NVLS/SHARP datasets; each names its sources in `source`.
 PRESETS = {
     "h100_ndr_8nic": System(
         "8x H100 SXM, 8x InfiniBand NDR 400G (ConnectX-7)",

@@ -208,19 +208,23 @@ def simple_system(
     return System(name, int(gpus_per_node), float(bandwidth_GBps), int(nics_per_node), float(nic_bandwidth_GBps), **kw)
 
 
-def check_layout(gpus: int, nodes: int, gpus_per_node: int | None = None) -> tuple[int, int, int]:
-    """Validate a (gpus, nodes[, gpus per node]) layout; returns (N, m, g). Errors name the argument."""
-    N = _positive("gpus", gpus, integer=True)
-    m = _positive("nodes", nodes, integer=True)
+def check_layout(
+    gpus: int, nodes: int, gpus_per_node: int | None = None, *, names: tuple[str, str, str] | None = None
+) -> tuple[int, int, int]:
+    """Validate a (gpus, nodes[, gpus per node]) layout; returns (N, m, g). Errors name the argument, or the
+    command-line flags in `names` (e.g. ("--gpus", "--nodes", "--gpus-per-node"))."""
+    ng, nn, ngp = names or ("gpus", "nodes", "gpus_per_node")
+    N = _positive(ng, gpus, integer=True)
+    m = _positive(nn, nodes, integer=True)
     if N % m:
-        raise ValueError(f"nodes ({m}) must divide gpus ({N}): every node holds the same number of GPUs")
+        raise ValueError(f"{nn} ({m}) must divide {ng} ({N}): every node holds the same number of GPUs")
     g = N // m
     if gpus_per_node is not None:
-        gp = _positive("gpus_per_node", gpus_per_node, integer=True)
+        gp = _positive(ngp, gpus_per_node, integer=True)
         if gp != g:
-            raise ValueError(f"gpus_per_node ({gp}) must equal gpus/nodes ({N}/{m} = {g})")
+            raise ValueError(f"{ngp} ({gp}) must equal {ng} / {nn} ({N}/{m} = {g})")
     if N < 2:
-        raise ValueError(f"gpus must be >= 2 for an all-reduce to move data, got {N}")
+        raise ValueError(f"{ng} must be at least 2 for an all-reduce to move data, got {N}")
     return N, m, g
 
 

@@ -334,9 +334,10 @@ def straggler_frame(rows):
 
     df = pd.DataFrame(rows)
     late = df[df["delayed"]]
-    if len(late) == 1:
-        entered = late.iloc[0]["entered_s"]
-        df["left_early"] = [sum(lv < en for lv, en in zip(left, entered)) for left in df["left_s"]]
+    if len(late) != 1:
+        raise ValueError(f"a straggler run has exactly one late rank; these rows have {len(late)}")
+    entered = late.iloc[0]["entered_s"]
+    df["left_early"] = [sum(lv < en for lv, en in zip(left, entered)) for left in df["left_s"]]
     return df.drop(columns=["entered_s", "left_s"])
 
 
