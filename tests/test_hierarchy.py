@@ -315,3 +315,11 @@ def test_straggler_frame_counts_ranks_leaving_before_the_late_one_entered():
     rows[1]["delayed"] = False
     with pytest.raises(ValueError, match="exactly one late rank"):
         comparison.straggler_frame(rows)
+
+
+def test_flat_ring_latency_charges_the_network_on_2_m_minus_1_steps_only():
+    # NCCL's form: 2(N-m) intra-node steps + 2(m-1) network steps, not the network latency on all 2(N-1)
+    links = cluster.ClusterLinks(8, 450.0, 50.0, 8, intra_latency_s=3e-6, inter_latency_s=10e-6)
+    tiny = 1.0  # bytes: the latency term alone, to within a picosecond
+    assert cluster.flat_time(tiny, 2, links) == pytest.approx(2 * 14 * 3e-6 + 2 * 1 * 10e-6, rel=1e-6)
+    assert cluster.flat_time(tiny, 4, links) == pytest.approx(2 * 28 * 3e-6 + 2 * 3 * 10e-6, rel=1e-6)

@@ -139,9 +139,10 @@ def flat_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
     N = nodes * links.gpus_per_node
     if nodes == 1:
         return models.allreduce_time(nbytes, N, links.intra_GBps, links.intra_latency_s, "ring")
-    # every step of a ring waits for its slowest edge: the one that crosses nodes
-    lat = max(links.intra_latency_s, links.inter_latency_s)
-    return models.allreduce_time(nbytes, N, links.flat_edge_GBps, lat, "ring")
+    # latency in NCCL's form (src/graph/tuning.cc): of the 2(N-1) steps, 2(m-1) cross the network and pay the
+    # network's latency, the other 2(N-m) the intra-node one (cluster_system.ring_latency_s, without NCCL's constants)
+    alpha = 2 * (N - nodes) * links.intra_latency_s + 2 * (nodes - 1) * links.inter_latency_s
+    return alpha + models.allreduce_time(nbytes, N, links.flat_edge_GBps, 0.0, "ring")
 
 
 def hierarchical_time(nbytes: float, nodes: int, links: ClusterLinks) -> float:
