@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from .. import plots
+from ..provenance import measured_meta
 from ..runtime import Found, require_cuda
 from ..units import GB
 from .pinned import NO_GPU_HINT
@@ -242,8 +243,6 @@ def stages_as_points(frame):
 
 def stages_meta(env: dict) -> dict:
     """Provenance of a `measure_stages` run on this machine (`labkit record`)."""
-    from ..provenance import measured_meta
-
     return measured_meta(
         env,
         kind="point",
