@@ -120,6 +120,7 @@ def test_fake_two_nodes_are_measured_and_checked_honestly(fake_two, two_cpus):
     assert list(df.columns[: len(numa.COLUMNS)]) == numa.COLUMNS
     assert sorted(zip(df.cpu_node, df.memory_node)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert not df.attrs["one_node"]
+    assert df.attrs["affinity_restored"] is True  # the child was pinned to one CPU last, then restored
     assert (df.GBps > 0).all() and (df.nbytes == 8 * MiB).all()
     for c in (0, 1):
         assert float(df[(df.cpu_node == c) & (df.memory_node == c)].vs_local.iloc[0]) == 1.0
@@ -154,3 +155,12 @@ def test_plot_has_title_units_and_source(fake_two):
 def test_child_failure_is_reported(two_cpus):
     with pytest.raises(RuntimeError, match="NUMA measurement failed"):
         numa.run_child(nodes={0: [two_cpus[0]]}, nbytes=-5, repeats=0)
+
+
+def test_plot_of_this_machine_says_when_there_is_no_remote_node(here):
+    df = here[0]
+    with plots.detached_figures() as figs:
+        ax = numa.plot_local_vs_remote(df)
+    assert plots.figure_problems(figs[0]) == []
+    title = ax.get_legend().get_title().get_text()
+    assert ("no remote node" in title) == bool(df.attrs["one_node"])
