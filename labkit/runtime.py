@@ -50,6 +50,7 @@ EXPERIMENTS: dict[str, Requirement] = {
     "pin_cost": Requirement(0, "nothing (pinning works without a GPU only where torch allows it)"),
     "nonblocking_pitfall": Requirement(1, "a CUDA GPU"),
     "dataloader": Requirement(1, "a CUDA GPU"),
+    "numa_host_copy": Requirement(0, "nothing (host memory; a remote node only where the machine has two)"),
     "dataloader_stages": Requirement(0, "nothing for the workers' stage; a CUDA GPU for pinning and copying"),
     "overlap": Requirement(1, "a CUDA GPU"),
     "host_overlap": Requirement(0, "nothing (threads on this CPU)"),

@@ -4,6 +4,8 @@
 - `curves`: copy time against size as `Curve`s (live or recorded), their α-β fits and figures (nb 01);
 - `pinned`: capped pinned allocation; `pinned_vs_pageable`: the recorded speed-up of pinning, drawn;
 - `pin_cost`: what `pin_memory()` costs and when it pays; `dataloader`: `DataLoader(pin_memory=...)`;
+- `placement`: recorded NUMA / shared-root-complex effects on host DMA; `numa`: host copies with the memory
+  on the thread's own NUMA node vs another, measured here;
 - `pitfall`: reading a non_blocking D2H copy too early; `fidelity`: labkit's timer against raw CUDA;
 - `bench_copy`, `bench_host`, `bench_pinned`, `bench_fidelity`: `labkit bench` / `labkit record`.
 """
