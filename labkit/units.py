@@ -121,6 +121,13 @@ def gbps(nbytes: float, seconds: float) -> float:
     return nbytes / seconds / GB
 
 
+def gbit_per_s_to_GBps(gbit_per_s: float) -> float:
+    """A line rate quoted in Gb/s (1e9 bits/s per direction, as network and PCIe specs quote it) in GB/s."""
+    if not math.isfinite(gbit_per_s) or gbit_per_s < 0:
+        raise ValueError(f"a rate in Gb/s must be a finite number >= 0, got {gbit_per_s!r}")
+    return gbit_per_s * 1e9 / 8 / GB
+
+
 def format_time(seconds: float) -> str:
     """'3.2 µs', '1.05 ms', '2.3 s'."""
     s = float(seconds)

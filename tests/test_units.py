@@ -44,3 +44,11 @@ def test_gbps_is_decimal():
         units.gbps(1, 0)
     with pytest.raises(ValueError):
         units.check_direction("both")
+
+
+def test_gbit_per_s_to_GBps_divides_by_eight_bits():
+    from labkit.units import gbit_per_s_to_GBps
+
+    assert gbit_per_s_to_GBps(400) == 50.0 and gbit_per_s_to_GBps(200) == 25.0  # NDR, NDR200 per direction
+    with pytest.raises(ValueError):
+        gbit_per_s_to_GBps(-1)
