@@ -219,7 +219,9 @@ def test_compare_over_network_namespaces_cleans_up():
     # what TCP resent after the shaper dropped frames (counted per namespace, RetransSegs) is taken off
     assert (bt["wire_total"] >= bt["counted_total"]).all()
     assert (bt["wire_resent_at_most"] >= 0).all()
-    assert (bt["wire_total"] - bt["wire_resent_at_most"] <= 1.05 * bt["counted_total"] + 64 * 1024).all()
+    assert (bt["wire_headers_at_most"] > 0).all()
+    rest = bt["wire_total"] - bt["wire_resent_at_most"] - bt["wire_headers_at_most"]
+    assert (rest <= 1.05 * bt["counted_total"] + 64 * 1024).all()
     # at 10 MB/s per uplink the link dominates: flat ring 1.5 MiB across vs hierarchical 1 MiB
     assert cmp.speedup() > 1.15, df[["impl", "seconds"]]
 

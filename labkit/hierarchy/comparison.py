@@ -96,6 +96,7 @@ class Comparison:
             counted = sum(r["counted_inter_bytes_per_rank"])
             wire = r.get("wire_tx_bytes_per_group")
             resent = r.get("wire_retransmitted_segments_per_group")
+            frames = r.get("wire_tx_frames_per_group")
             rows.append(
                 {
                     "impl": r["impl"],
@@ -107,6 +108,8 @@ class Comparison:
                     "wire_total": sum(wire) if wire else None,
                     # each retransmitted segment crossed the wire again, in at most one full frame
                     "wire_resent_at_most": sum(resent) * slowlink.FRAME_BYTES if resent is not None else None,
+                    # every frame (data, ACKs, barriers) carries its headers: at most MAX_HEADER_BYTES each
+                    "wire_headers_at_most": sum(frames) * slowlink.MAX_HEADER_BYTES if frames is not None else None,
                 }
             )
         return pd.DataFrame(rows)

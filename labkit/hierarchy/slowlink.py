@@ -36,6 +36,8 @@ SUBNET = "10.231.0"
 MTU = 9000
 #: Bytes one full frame adds to an interface's tx_bytes: the MTU plus the 14-byte Ethernet header.
 FRAME_BYTES = MTU + 14
+#: The most header one TCP/IPv4 frame carries: Ethernet 14 + IPv4 20 + TCP 20 + at most 40 of TCP options.
+MAX_HEADER_BYTES = 14 + 20 + 20 + 40
 #: tbf queue: 200 ms of data (at least 1 MiB) — deep enough that TCP is not starved by drops.
 QUEUE_S, MIN_QUEUE_BYTES = 0.2, 1 << 20
 #: tbf bucket depth: 64 KiB, or 10 ms of data at high rates (must exceed rate / kernel HZ).

@@ -67,12 +67,13 @@ def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> Non
     _join_netns.store = store  # keep the client (and rank 0's server) alive while the group lives
 
 
-def _wire_bytes(slow: dict, rank: int) -> tuple[int, int] | None:
-    """(tx bytes of this group's uplink, TCP segments retransmitted in its namespace), read by local rank 0
-    of each group; None elsewhere."""
+def _wire_bytes(slow: dict, rank: int) -> tuple[int, int, int] | None:
+    """(tx bytes of this group's uplink, TCP segments retransmitted in its namespace, tx frames of the uplink),
+    read by local rank 0 of each group; None elsewhere."""
     if slow.get("kind") != "netns" or rank % slow["group_size"]:
         return None
-    return iface_counters(slow["iface"])["tx_bytes"], tcp_retransmitted_segments()
+    c = iface_counters(slow["iface"])
+    return c["tx_bytes"], tcp_retransmitted_segments(), c["tx_packets"]
 
 
 def bench_rank(
@@ -145,7 +146,7 @@ def bench_rank(
                     "samples": times,
                     "sent": sent,
                     "ok": ok,
-                    "wire": None if w0 is None else [w1[0] - w0[0], w1[1] - w0[1]],
+                    "wire": None if w0 is None else [b - a for a, b in zip(w0, w1)],
                 },
             )
             if rank == 0:
@@ -153,6 +154,7 @@ def bench_rank(
                 seconds = statistics.median(samples)
                 wire = [r["wire"][0] for r in per_rank if r["wire"] is not None]
                 retrans = [r["wire"][1] for r in per_rank if r["wire"] is not None]
+                frames = [r["wire"][2] for r in per_rank if r["wire"] is not None]
                 records.append(
                     {
                         "impl": algo,
@@ -176,6 +178,7 @@ def bench_rank(
                         else None,
                         "wire_tx_bytes_per_group": wire or None,
                         "wire_retransmitted_segments_per_group": retrans or None,
+                        "wire_tx_frames_per_group": frames or None,
                     }
                 )
     dist.barrier()
