@@ -27,6 +27,7 @@ CORE = (
     "units",
     "timing",
     "models",
+    "specs",
     "collectives",
     "reference",
     "runtime",

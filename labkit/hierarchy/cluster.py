@@ -83,10 +83,10 @@ def preset(name: str) -> ClusterLinks:
         "H100 NDR": ClusterLinks(
             8,
             s("NVLink 4").per_direction_GBps(),
-            s("NDR").per_direction_GBps(),
+            s("NDR 400").per_direction_GBps(),
             8,
             name="8×H100 SXM per node, 8× InfiniBand NDR",
-            source=f"spec: {s('NVLink 4').name}; {s('NDR').name}",
+            source=f"spec: {s('NVLink 4').name}; {s('NDR 400').name}",
         ),
         "A100 HDR": ClusterLinks(
             8,
@@ -100,10 +100,10 @@ def preset(name: str) -> ClusterLinks:
         "p4d EFA": ClusterLinks(
             8,
             s("NVLink 3").per_direction_GBps(),
-            s("EFA").per_direction_GBps() / 4,
+            s("EFA (p4d").per_direction_GBps() / 4,
             4,
             name="p4d.24xlarge: 8×A100, 4×100 Gb/s EFA",
-            source=f"spec: {s('NVLink 3').name}; {s('EFA').name}",
+            source=f"spec: {s('NVLink 3').name}; {s('EFA (p4d').name}",
         ),
         # OCI BM.GPU4.8: 16 × 100 Gb/s RoCE ports per node (dataset
         # nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce, field interconnect).

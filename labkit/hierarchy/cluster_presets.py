@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from ..specs import spec
 from .cluster_system import NCCL_NVLINK_GBPS_PER_LINK, NET_EFFICIENCY, NVLS_EFFICIENCY, System
 
 
 # --------------------------------------------------------------------------- systems with sources
+def _per_direction(name: str) -> float:
+    """One direction of a figure in labkit.specs (the spec table), in GB/s."""
+    return spec(name).per_direction_GBps()
+
+
+NVLINK3, NVLINK4, NVLINK5 = _per_direction("NVLink 3"), _per_direction("NVLink 4"), _per_direction("NVLink 5")
+NDR, HDR, ETH100 = _per_direction("NDR 400"), _per_direction("HDR"), _per_direction("Ethernet 100")
+
+
 def _nvlink_eff(arch: str, links: int, line_GBps: float) -> float:
     """NCCL's assumed NVLink rate (topo.h, per link) x links, as a share of the line rate."""
     return NCCL_NVLINK_GBPS_PER_LINK[arch] * links / line_GBps
@@ -16,10 +26,10 @@ PRESETS = {
     "h100_ndr_8nic": System(
         "8x H100 SXM, 8x InfiniBand NDR 400G (ConnectX-7)",
         8,
-        450.0,
+        NVLINK4,
         8,
-        50.0,
-        intra_efficiency=_nvlink_eff("hopper", 18, 450.0),
+        NDR,
+        intra_efficiency=_nvlink_eff("hopper", 18, NVLINK4),
         nic_efficiency=NET_EFFICIENCY,
         nvls=True,
         source="H100 datasheet (NVLink 900 GB/s both directions); NCCL topo.h SM90 20.6 GB/s x 18 links; "
@@ -28,10 +38,10 @@ PRESETS = {
     "h100_ndr_8nic_sharp": System(
         "CoreWeave HGX H100: 8x NDR 400G + IB SHARP",
         8,
-        450.0,
+        NVLINK4,
         8,
-        50.0,
-        intra_efficiency=_nvlink_eff("hopper", 18, 450.0),
+        NDR,
+        intra_efficiency=_nvlink_eff("hopper", 18, NVLINK4),
         nic_efficiency=NET_EFFICIENCY,
         nvls=True,
         sharp=True,
@@ -40,10 +50,10 @@ PRESETS = {
     "h200_node": System(
         "8x H200 (NVLink 4 / NVSwitch, NVLS)",
         8,
-        450.0,
+        NVLINK4,
         8,
-        50.0,
-        intra_efficiency=_nvlink_eff("hopper", 18, 450.0),
+        NDR,
+        intra_efficiency=_nvlink_eff("hopper", 18, NVLINK4),
         nic_efficiency=NET_EFFICIENCY,
         nvls=True,
         nvls_min_gpus=5,
@@ -52,10 +62,10 @@ PRESETS = {
     "p4d_efa": System(
         "AWS p4d.24xlarge: 8x A100 40GB, 4x 100 Gb/s EFA",
         8,
-        300.0,
+        NVLINK3,
         4,
-        12.5,
-        intra_efficiency=_nvlink_eff("ampere", 12, 300.0),
+        _per_direction("EFA (p4d") / 4,
+        intra_efficiency=_nvlink_eff("ampere", 12, NVLINK3),
         nic_efficiency=NET_EFFICIENCY,
         source="AWS P4d deep dive (400 Gbps EFA); aws-efa-eks log: NET/AWS Libfabric/0..3 GDRDMA; "
         "A100 datasheet NVLink 600 GB/s both directions; NCCL topo.h SM80 20 GB/s x 12",
@@ -63,20 +73,20 @@ PRESETS = {
     "oci_bm_gpu4_8": System(
         "OCI BM.GPU4.8: 8x A100 40GB, 16x 100 Gb/s RoCEv2",
         8,
-        300.0,
+        NVLINK3,
         16,
-        12.5,
-        intra_efficiency=_nvlink_eff("ampere", 12, 300.0),
+        ETH100,
+        intra_efficiency=_nvlink_eff("ampere", 12, NVLINK3),
         nic_efficiency=NET_EFFICIENCY,
         source="ocitutorials (NCCL_IB_HCA = 16 mlx5 ports, 1.6 Tb/s); oci-hpc health check lists 16 mlx5 devices",
     ),
     "alps_gh200": System(
         "CSCS Alps: 4x GH200, 4x Slingshot-11 200 Gb/s",
         4,
-        450.0,
+        NVLINK4,
         4,
         25.0,
-        intra_efficiency=_nvlink_eff("hopper", 18, 450.0),
+        intra_efficiency=_nvlink_eff("hopper", 18, NVLINK4),
         nic_efficiency=NET_EFFICIENCY,
         nvls=False,
         source="cscs-docs gh200-schematic.svg: GPU all2all 3x6 NVLink 150 GB/s per direction per pair, "
@@ -85,10 +95,10 @@ PRESETS = {
     "p6_b200_efa": System(
         "AWS p6-b200.48xlarge: 8x B200, 8x 400 Gb/s EFA v4",
         8,
-        900.0,
+        NVLINK5,
         8,
         50.0,
-        intra_efficiency=_nvlink_eff("blackwell", 18, 900.0),
+        intra_efficiency=_nvlink_eff("blackwell", 18, NVLINK5),
         nic_efficiency=NET_EFFICIENCY,
         nvls=True,
         nvls_efficiency=NVLS_EFFICIENCY["blackwell"],
@@ -99,10 +109,10 @@ PRESETS = {
     "gb200_nvl72_rack": System(
         "GB200 NVL72 rack as one NVLink domain: 72 GPUs, 72x 400 Gb/s IB (one per GPU)",
         72,
-        900.0,
+        NVLINK5,
         72,
-        50.0,
-        intra_efficiency=_nvlink_eff("blackwell", 18, 900.0),
+        NDR,
+        intra_efficiency=_nvlink_eff("blackwell", 18, NVLINK5),
         nic_efficiency=NET_EFFICIENCY,
         nvls=True,
         nvls_efficiency=NVLS_EFFICIENCY["blackwell"],
@@ -112,10 +122,10 @@ PRESETS = {
     "gb200_tray4": System(
         "Azure ND GB200 v6: the 4 GPUs of one host",
         4,
-        900.0,
+        NVLINK5,
         4,
         50.0,
-        intra_efficiency=_nvlink_eff("blackwell", 18, 900.0),
+        intra_efficiency=_nvlink_eff("blackwell", 18, NVLINK5),
         nic_efficiency=NET_EFFICIENCY,
         nvls=True,
         nvls_efficiency=NVLS_EFFICIENCY["blackwell"],
@@ -125,10 +135,10 @@ PRESETS = {
     "a100_node": System(
         "8x A100 SXM (NVLink 3 / NVSwitch, no NVLS)",
         8,
-        300.0,
+        NVLINK3,
         8,
-        25.0,
-        intra_efficiency=_nvlink_eff("ampere", 12, 300.0),
+        HDR,
+        intra_efficiency=_nvlink_eff("ampere", 12, NVLINK3),
         nic_efficiency=NET_EFFICIENCY,
         source="A100 datasheet; NCCL topo.h SM80",
     ),

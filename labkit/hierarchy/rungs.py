@@ -95,7 +95,7 @@ def recorded_rungs() -> tuple[list[Rung], list[str]]:
 
 def spec_rungs() -> list[Rung]:
     """An H100 SXM node from labkit.models.SPECS, every figure as a one-way rate."""
-    hbm, nvl, pcie, ndr = spec("HBM3 (H100"), spec("NVLink 4"), spec("PCIe Gen5 x16"), spec("NDR")
+    hbm, nvl, pcie, ndr = spec("HBM3 (H100"), spec("NVLink 4"), spec("PCIe Gen5 x16"), spec("NDR 400")
     return [
         Rung(
             "spec (H100 SXM node)",
