@@ -326,7 +326,7 @@ def calculator_links():
         "NVLink 3",
         "NVLink 4",
         "NVLink 5",
-        "InfiniBand NDR",
+        "InfiniBand NDR 400",
         "Ethernet 100",
     ):
         s = spec(name)
