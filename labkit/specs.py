@@ -41,9 +41,9 @@ _PCI_SIG = "PCI-SIG specifications library, https://pcisig.com/specifications"
 _A100 = "https://www.nvidia.com/en-us/data-center/a100/"
 _H100 = "https://www.nvidia.com/en-us/data-center/h100/"
 _H200 = "https://www.nvidia.com/en-us/data-center/h200/"
-_V100 = "https://www.nvidia.com/en-us/data-center/v100/"
+_DGX1_V100 = "http://images.nvidia.com/content/pdf/dgx1-v100-system-architecture-whitepaper.pdf"
 _DGX_B200 = "https://www.nvidia.com/en-us/data-center/dgx-b200/"
-_GB200 = "https://www.nvidia.com/en-us/data-center/gb200-nvl72/"
+_VERDA_GB300 = "https://verda.com/blog/gb300-nvl72-architecture"
 _GH200 = "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/"
 _NDR_GUIDE = "https://docs.nvidia.com/dgx-superpod/design-guide-cabling-data-centers/latest/ndr-overview.html"
 _CX8_NOTES = "https://docs.nvidia.com/networking/display/connectx8firmwarev40440208/changes+and+new+features"
@@ -89,9 +89,10 @@ SPECS: tuple[Spec, ...] = (
         "bidirectional",
         "gpu_gpu",
         "GPU, all links",
-        "NVIDIA Tesla V100 datasheet / product page: NVLink interconnect 300 GB/s, bi-directional (SXM2); "
-        "Volta architecture whitepaper WP-08608-001: up to six NVLink 2.0 links, 300 GB/s in total",
-        _V100,
+        "NVIDIA, 'DGX-1 With Tesla V100 System Architecture' whitepaper: six NVLink 2.0 links per V100 of "
+        "25 GB/s per direction, 300 GB/s in total bi-directional (Alibaba Cloud's ACK GPU-topology docs give "
+        "the same 25 GB/s one way, 50 GB/s two ways per link)",
+        _DGX1_V100,
     ),
     Spec(
         "NVLink 3 (A100 SXM, 12 links)",
@@ -185,19 +186,20 @@ SPECS: tuple[Spec, ...] = (
         "aggregate",
         "gpu_memory",
         "GPU",
-        "NVIDIA DGX B200 datasheet / product page: 64 TB/s HBM3e bandwidth for 8 GPUs; computed: 64 ÷ 8 = "
-        "8 TB/s per GPU (reads + writes)",
+        "NVIDIA DGX B200 datasheet / product page: 1,440 GB HBM3e, 64 TB/s HBM3e bandwidth for 8 GPUs; "
+        "computed: 64 ÷ 8 = 8 TB/s per GPU (reads + writes). The 180 GB B200 is listed at 7.7 TB/s in Verda's table (see HBM3e (GB200))",
         _DGX_B200,
     ),
     Spec(
         "HBM3e (GB200)",
-        8000.0,
+        7700.0,
         "aggregate",
         "gpu_memory",
         "GPU",
-        "NVIDIA GB200 NVL72 product page: HBM3e bandwidth 576 TB/s for 72 Blackwell GPUs; computed: 576 ÷ 72 = "
-        "8 TB/s per GPU (reads + writes)",
-        _GB200,
+        "Verda (GPU cloud) per-GPU specification table, 'NVIDIA GB300 NVL72: GPU Architecture & Performance': "
+        "GB200 GPU memory bandwidth 7.7 TB/s (reads + writes). A secondary source: NVIDIA's own GB200 page was "
+        "not among the sources searched",
+        _VERDA_GB300,
     ),
     # ---- network: per port (or per node for cloud instances), per direction
     _network(
