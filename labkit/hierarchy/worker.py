@@ -67,11 +67,13 @@ def _join_netns(rank: int, world_size: int, slow: dict, timeout_s: float) -> Non
     _join_netns.store = store  # keep the client (and rank 0's server) alive while the group lives
 
 
-def _wire_bytes(slow: dict, rank: int) -> tuple[int, int, int] | None:
+def _wire_bytes(slow: dict, rank: int, delay_s: float = 0.0) -> tuple[int, int, int] | None:
     """(tx bytes of this group's uplink, TCP segments retransmitted in its namespace, tx frames of the uplink),
-    read by local rank 0 of each group; None elsewhere."""
+    read by local rank 0 of each group (rank 0 after `delay_s`); None elsewhere."""
     if slow.get("kind") != "netns" or rank % slow["group_size"]:
         return None
+    if rank == 0 and delay_s > 0:
+        time.sleep(delay_s)
     c = iface_counters(slow["iface"])
     return c["tx_bytes"], tcp_retransmitted_segments(), c["tx_packets"]
 
@@ -86,8 +88,14 @@ def bench_rank(
     slow: dict | None = None,
     timeout_s: float = 120.0,
     device: str = "cpu",
+    counter_read_delay_s: float = 0.0,
 ) -> list[dict] | None:
-    """Check and time library / flat ring / hierarchical all-reduce on this rank; rank 0 returns the records."""
+    """Check and time library / flat ring / hierarchical all-reduce on this rank; rank 0 returns the records.
+
+    `counter_read_delay_s`: rank 0 waits this long before each read of its group's wire counters, as a busy
+    machine's scheduler may make it wait; the barriers around every read keep other ranks' traffic out of
+    the count all the same (tests/test_hierarchy.py checks it).
+    """
     import torch
     import torch.distributed as dist
 
@@ -122,14 +130,15 @@ def bench_rank(
             ok, _ = within_summation_tolerance(t, ref, abs_sum, world_size, "float32")
             # bytes: counted by the Link (hand-written sends) and, in namespaces, on the wire
             dist.barrier()
-            w0 = _wire_bytes(slow, rank)
+            w0 = _wire_bytes(slow, rank, counter_read_delay_s)
             dist.barrier()  # nobody sends before every group's counter is read
             link.reset()
             ops[algo](t)
             _sync(dev)
             sent = dict(link.sent)
             dist.barrier()
-            w1 = _wire_bytes(slow, rank)
+            w1 = _wire_bytes(slow, rank, counter_read_delay_s)
+            dist.barrier()  # nobody starts the timing loop (its warm-up sends) before every counter is read
             # time: nccl-tests' loop (labkit.collectives.time_collectives); a sample is the slowest rank's
             buf = torch.zeros(numel, device=dev)
             times = time_collectives(
