@@ -10,7 +10,3 @@ and the tools on top (cli, benches, record, compare, student, soak, notebooks, d
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]
-
-from . import _moved  # noqa: E402  (old import paths of moved modules, for one release)
-
-_moved.install()

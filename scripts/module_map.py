@@ -37,14 +37,13 @@ CORE = (
     "system",
     "launch",
     "provenance",
+    "fileio",
     "logs",
 )
 #: Topics: one subpackage per thing a notebook reads.
-TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy")
+TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy", "cluster")
 #: Tools: the command line and what it drives.
-TOOLS = ("cli", "__main__", "benches", "record", "compare", "student", "soak", "notebooks", "doctor", "site")
-#: Compatibility for old import paths (one release); only labkit/__init__ and the topic packages' __init__ import it.
-COMPAT = ("_moved",)
+TOOLS = ("cli", "__main__", "benches", "record", "compare", "student", "soak", "notebooks", "doctor", "site", "explain")
 #: Topic → topics it may import (a DAG: checked for cycles too). Everything else two topics share is core.
 TOPIC_EDGES = {
     "copies": ("overlap",),  # notebook 02's non_blocking pitfall on a CPU runs on overlap's host stream
@@ -185,28 +184,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-#: Flat modules of the old layout (before issue 14) and the topic each belonged to.
-OLD_TOPIC_MODULES = {
-    "transfer": "copies",
-    "latency_curve": "copies",
-    "pinned": "copies",
-    "fidelity": "copies",
-    "transfer_bench": "copies",
-    "transfer_record": "copies",
-    "ring": "allreduce",
-    "ring_sim": "allreduce",
-    "ring_views": "allreduce",
-    "collectives_bench": "allreduce",
-    "hierarchy_worker": "hierarchy",
-    "hierarchical": "hierarchy",
-    "ladder": "hierarchy",
-    "cluster": "hierarchy",
-    "slowlink": "hierarchy",
-}
-
-
 def layer_of(module: str) -> tuple[str, str]:
-    """(layer, unit): layer is core, topic, tool, compat or package; unit is the core module, topic or tool."""
+    """(layer, unit): layer is core, topic, tool or package; unit is the core module, topic or tool."""
     parts = module.split(".")
     if parts == ["labkit"]:
         return "package", "labkit"
@@ -215,12 +194,8 @@ def layer_of(module: str) -> tuple[str, str]:
         return "core", head
     if head in TOPICS:
         return "topic", head
-    if head in OLD_TOPIC_MODULES:
-        return "topic", OLD_TOPIC_MODULES[head]
     if head in TOOLS:
         return "tool", head
-    if head in COMPAT:
-        return "compat", head
     raise KeyError(f"{module}: not in any layer — add it to CORE, TOPICS or TOOLS in scripts/module_map.py")
 
 
@@ -232,13 +207,7 @@ def violations(imps: list[Import]) -> list[str]:
             continue
         (src_layer, src), (dst_layer, dst) = layer_of(imp.module), layer_of(imp.target)
         where = f"{imp.module} -> {imp.target}"
-        if (
-            dst_layer == "compat"
-            and src_layer != "package"
-            and not (src_layer == "topic" and imp.module.count(".") == 1)
-        ):
-            out.append(f"{where}: imports the compatibility shim (use the new path)")
-        elif src_layer == "core" and dst_layer not in ("core", "package"):
+        if src_layer == "core" and dst_layer not in ("core", "package"):
             out.append(f"{where}: core imports a {dst_layer}")
         elif src_layer == "topic" and dst_layer == "tool":
             out.append(f"{where}: a topic imports a tool")
@@ -281,7 +250,7 @@ def _layer_text(module: str) -> str:
         layer, unit = layer_of(module)
     except KeyError:
         return "?"
-    return layer if layer in ("package", "compat") else f"{layer}:{unit}"
+    return layer if layer == "package" else f"{layer}:{unit}"
 
 
 def main(argv=None) -> int:

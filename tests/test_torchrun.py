@@ -21,7 +21,7 @@ def _labkit_workers() -> set[int]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "labkit.hierarchy.worker" in cmd or "labkit.hierarchy_worker" in cmd:
+        if "labkit.hierarchy.worker" in cmd:
             out.add(int(d))
     return out
 
@@ -59,14 +59,14 @@ def test_worker_outside_torchrun_says_how_to_start_it(monkeypatch):
         worker.main(["--sizes", "4KiB"])
 
 
-def test_the_old_module_path_of_the_worker_still_runs():
-    """Notebook 06's text names `python -m labkit.hierarchy_worker`: it runs the moved worker's main()."""
+def test_the_worker_runs_as_the_module_notebook_06_names():
+    """Notebook 06's text names `python -m labkit.hierarchy.worker`: outside torchrun it says how to start it."""
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
     r = subprocess.run(
-        [sys.executable, "-m", "labkit.hierarchy_worker", "--sizes", "4KiB"],
+        [sys.executable, "-m", "labkit.hierarchy.worker", "--sizes", "4KiB"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -9,8 +9,3 @@
 - `cluster`: the cost model at cluster scale, and tensor-parallel placement;
 - `bench_ladder`: `labkit bench ladder` and its part of `labkit record`.
 """
-
-from .._moved import forward
-
-#: The flat module's names (labkit.hierarchy.run_live, ...) keep working for one release, with a warning.
-__getattr__ = forward(__name__, tuple(f"{__name__}.{m}" for m in ("comparison", "torchrun", "ladder", "bench_ladder")))

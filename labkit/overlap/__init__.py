@@ -7,11 +7,3 @@
 - `figures`: Gantt charts, full duplex, efficiency against the compute/copy ratio;
 - `bench_overlap`: `labkit bench overlap` and its part of `labkit record`.
 """
-
-from .._moved import forward
-
-#: The flat module's names (labkit.overlap.draw_gantt, ...) keep working for one release, with a warning.
-__getattr__ = forward(
-    __name__,
-    tuple(f"{__name__}.{m}" for m in ("timelines", "streams", "measure", "recorded", "figures", "bench_overlap")),
-)

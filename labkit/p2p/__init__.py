@@ -9,14 +9,3 @@
 - `copy_engines`: nvbandwidth's copy-engine vs SM-copy testcases, recorded, side by side;
 - `measure`: the matrices measured on this machine's GPUs; `bench_p2p`: `labkit bench p2p` / record.
 """
-
-from .._moved import forward
-
-#: The flat module's names (labkit.p2p.diagnose, ...) keep working for one release, with a warning.
-__getattr__ = forward(
-    __name__,
-    tuple(
-        f"{__name__}.{m}"
-        for m in ("matrices", "summaries", "figures", "diagnosis", "placement", "staging", "measure", "bench_p2p")
-    ),
-)
