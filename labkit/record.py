@@ -15,12 +15,11 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import threading
 from pathlib import Path
 
 from .benches import load, recorders
-from .provenance import measured_meta  # noqa: F401  (its home until issue 14; use labkit.provenance)
+from .fileio import atomic_write_text, temporary_folder
 from .reference import PROFILE_FILE, SCHEMA_VERSION, data_dir
 from .system import environment
 
@@ -31,6 +30,8 @@ RECORDERS: dict[str, str] | None = None
 
 def record(out: str | os.PathLike, quick: bool = False, force: bool = False, only=None, progress=print) -> Path:
     out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} is a file, not a profile folder: give --out a new folder's name")
     shipped = data_dir().resolve()
     if out == shipped and not force:
         raise FileExistsError(f"{out} is labkit's shipped reference data; pass --force to write into it")
@@ -39,9 +40,14 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
     known = recorders() if RECORDERS is None else RECORDERS
     unknown = set(only or ()) - set(known)
     if unknown:
-        raise ValueError(f"unknown experiment(s) {sorted(unknown)}; choose from {sorted(known)}")
+        raise ValueError(
+            f"--only {', '.join(sorted(unknown))}: unknown experiment; choose from {', '.join(sorted(known))}"
+        )
     env = environment(command="labkit record", parameters={"quick": quick, "only": only})
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot make the folder that holds it ({e.strerror})", str(out)) from None
     # Ctrl-C and SIGTERM act only while the recorders run (`gate.open`); at any other moment they
     # are held and act when record() returns, so no KeyboardInterrupt can fall between making the
     # temporary folder and knowing its name, between the two renames of the swap, or into the
@@ -50,7 +56,10 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
     gate = _InterruptGate()
     try:
         gate.install()
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        try:  # its mode is what the umask gives, so learners' accounts can read an instructor's profile
+            tmp = temporary_folder(out)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot create a folder there ({e.strerror})", str(out)) from None
         try:
             try:
                 gate.open = True
@@ -65,7 +74,7 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
                 "experiments": written,
                 "environment": env,
             }
-            (tmp / PROFILE_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
+            atomic_write_text(tmp / PROFILE_FILE, json.dumps(info, indent=2, default=str) + "\n")
             _swap_into_place(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

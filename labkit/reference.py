@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -357,16 +356,9 @@ def write_dataset(folder: str | os.PathLike, name: str, frame, meta: dict) -> Pa
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from .fileio import atomic_write_text  # one helper: atomic, and the mode the user's umask gives
+
+    atomic_write_text(path, text)
 
 
 PROFILE_FILE = "profile.json"

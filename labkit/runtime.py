@@ -22,11 +22,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
 from . import reference as _reference
+from .fileio import atomic_write_text
 from .plots import figure_problems
 from .system import no_nvidia_driver
 
@@ -350,9 +350,7 @@ class Session:
         data = self.summary()
         if self.results_path is not None:
             self.results_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.results_path.with_suffix(self.results_path.suffix + ".tmp")
-            tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
-            os.replace(tmp, self.results_path)
+            atomic_write_text(self.results_path, json.dumps(data, indent=2, default=_json_default) + "\n")
         return data
 
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import os
 import re
-import tempfile
 from pathlib import Path
 
+from .fileio import atomic_write_text
 from .notebooks import available, find_notebook
 
 SOLUTION_TAG = "solution"
@@ -203,16 +202,7 @@ def student_notebook(nb, name: str = "notebook"):
 def _atomic_write_notebook(nb, path: Path) -> None:
     import nbformat
 
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            nbformat.write(nb, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, nbformat.writes(nb) + "\n")  # as nbformat.write: a final newline
 
 
 def build(out_dir, notebooks=None) -> list[Path]:
@@ -223,6 +213,8 @@ def build(out_dir, notebooks=None) -> list[Path]:
     if not paths:
         raise FileNotFoundError("no notebooks to convert")
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FileExistsError(f"{out_dir} is a file, not a folder: give --out a folder for the student copies")
     if any(Path(p).resolve().parent == out_dir.resolve() for p in paths):
         raise FileExistsError(f"{out_dir} holds the instructor notebooks; write the student edition elsewhere")
     converted = []

@@ -378,9 +378,9 @@ def main(argv=None) -> int:
                         flush=True,
                     )
             if args.out:
-                with open(args.out + ".tmp", "w") as f:
-                    json.dump(records, f)
-                os.replace(args.out + ".tmp", args.out)
+                from ..fileio import atomic_write_text
+
+                atomic_write_text(args.out, json.dumps(records))
     finally:
         dist.destroy_process_group()
     return 0
