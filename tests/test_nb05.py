@@ -22,7 +22,11 @@ def test_notebook_is_committed_clean_with_a_parameters_cell():
     for must in ("<details><summary>", "On your own cluster", "Sources", "session.save()", "check.numeric"):
         assert must in text
     # interview answers are marked as answers, so the student edition removes them (the questions stay)
-    assert text.count("<details><summary>Answer</summary>") >= 7
+    assert text.count("<details><summary>Answer</summary>") >= 8
+    # NCCL logs its per-call algorithm/protocol choice under TUNING (src/enqueue.cc), not INIT or GRAPH
+    assert "NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING" in text and "(and `NCCL_DEBUG_SUBSYS=INIT,GRAPH`)" not in text
+    for algo in ("`Ring`", "`Tree`", "`NVLS`", "`NVLSTree`", "`CollNetDirect`", "`CollNetChain`", "`PAT`"):
+        assert algo in text, f"NCCL's algorithm table lacks {algo}"
 
 
 def test_notebook_runs_in_reference_mode(run_nb):
@@ -129,4 +133,4 @@ def _protocols_and_other_collectives(results):
     assert n["spot_tree_busiest_rank_GB_8x1GB"] == pytest.approx(2.0)
     assert results["experiments"]["others"]["ops"] == ["reduce_scatter", "all_gather", "alltoall", "broadcast"]
     assert set(results["experiments"]["exercises"].values()) == {"not attempted"}
-    assert len(results["experiments"]["exercises"]) == 5
+    assert len(results["experiments"]["exercises"]) == 8  # 4b crossover (2), spot the error (3), 4c MoE/log (3)
