@@ -26,7 +26,8 @@ from .worker import run_tasks, straggler_rank
 
 #: Default rate of the slow link between groups: 0.025 GB/s (200 Mb/s) per direction. gloo over
 #: this machine's loopback moves ~1 GB/s, so the link between groups is ~40× slower than inside
-#: one — the same order as NVLink (450 GB/s) against one NDR NIC (50 GB/s) shared by 8 GPUs.
+#: one. It models a group behind a single shared uplink (like a node with one NIC), not a DGX/HGX-class
+#: node: those have a NIC per GPU, and NCCL's rings leave on all of them (notebook 6, Part 4).
 SLOW_LINK_GBPS = 0.025
 #: Sizes for the hierarchical comparison: big enough that the slow link, not per-message
 #: overheads, sets the time; small enough to run in seconds at SLOW_LINK_GBPS.
