@@ -47,7 +47,7 @@ TOOLS = ("cli", "__main__", "benches", "record", "compare", "student", "soak", "
 #: Topic → topics it may import (a DAG: checked for cycles too). Everything else two topics share is core.
 TOPIC_EDGES = {
     "copies": ("overlap",),  # notebook 02's non_blocking pitfall on a CPU runs on overlap's host stream
-    "hierarchy": ("copies",),  # the ladder's GPU and host-memory levels are copy sweeps
+    "hierarchy": ("copies", "cluster"),  # the ladder's levels are copy sweeps; Part 2's model is the cluster model
 }
 #: Third-party modules too slow or too optional for the top of a file: imported where they are used.
 HEAVY = (

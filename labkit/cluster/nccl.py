@@ -1,0 +1,437 @@
+"""NCCL's own tuning model, re-stated in Python: what NCCL thinks each algorithm and protocol costs.
+
+Everything here follows NVIDIA/nccl at commit 5067397c (master, 2026-06-11, NCCL 2.30.7 by
+makefiles/version.mk) — cited below as tuning.cc:LINE, search.cc:LINE, topo.h:LINE, init.cc:LINE,
+device.h:LINE. Two stages, as in NCCL:
+
+1. **The graph search** (search.cc `ncclTopoCompute`) decides, per algorithm, how many channels it
+   builds and at what bandwidth per channel (`bwIntra` inside the node, `bwInter` on the network).
+   NCCL runs a real search over the node's topology; `graph()` below is labkit's *emulation* of its
+   outcome from what a user knows (GPUs per node, NVLink per GPU, NICs and their speed), using NCCL's
+   own speed tables and the rules that decide the result — not a port of the search:
+   * speeds are tried from NCCL's per-architecture arrays (search.cc:1051-1065), starting at the
+     first that fits the best GPU->NIC path (`maxBw`) and the GPU's NVLink total (`totalBw`,
+     search.cc:1164-1174; ×g/(g-1) for non-ring patterns, :1168);
+   * a channel takes `bwInter` on one NIC (search.cc:739, :750) and the PCIe path to it, and
+     `bwIntra` on the NVLink of every GPU that forwards it: g-1 of the g GPUs for a ring or chain
+     through an NVSwitch (the last one hands the data to the NIC), every GPU once and the channel's
+     head twice for NVLS (search.cc:410-443);
+   * pass 1 keeps the graph with the most channels × bandwidth (search.cc:445-466), stops early once
+     nChannels × bwInter reaches totalBw (:1198); pass 2 raises the ring's bandwidth at the same
+     channel count (:1270-1273), raises `bwIntra` of trees and CollNet up to 2 × bwInter (:1279-1282,
+     "increase bwIntra for trees (2 nodes or collnet)"), and raises NVLS's `bwInter` up to
+     2 × bwIntra (:1274-1278); trees and CollNet chains get exactly the ring's channel count
+     (init.cc:1184-1185, :1193-1194).
+   NCCL's PCIe path rate is width × GT/s-class / 80 (topo.cc kvDictPciGen: Gen4 x16 = 24, Gen5 x16 =
+   48 GB/s); a NIC's rate is its line rate, Mb/s / 8000 (topo.cc:418).
+2. **The tuning model** (tuning.cc `ncclTopoTuneModel`, :243-618) turns each graph into a bus
+   bandwidth and a latency per (collective, algorithm, protocol); `ncclTopoGetAlgoTime` (:630-655)
+   gives time = latency + bytes / bandwidth, and NCCL runs the (algorithm, protocol) with the lowest
+   time. `algo_bandwidth`, `algo_latency_us` and `algo_time_us` below are line-by-line transcriptions.
+
+NCCL's numbers are a *model* NCCL uses to choose; they are not measurements. labkit's validation
+(`labkit.cluster.validation`) says how close they come to published runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .tables import (  # noqa: F401 (re-exported: nccl.X is the documented place)
+    _A,
+    _CC,
+    _INTER_OLD,
+    _P,
+    ALGOS,
+    ARCHS,
+    BASE_LAT,
+    COMPCAP,
+    DIRECT_MAX_ARITY,
+    HW_LAT,
+    LL_MAX_BWS,
+    MAXCHANNELS,
+    NCCL_COMMIT,
+    NCCL_VERSION,
+    NVLINK_PER_LINK_GBPS,
+    NVLS_EFFICIENCY,
+    NVLS_MAX_ARITY,
+    PCIE_X16_GBPS,
+    PER_CH_MAX_NVLS_TREE,
+    PER_CH_MAX_RING_LL128,
+    PER_CH_MAX_TREE,
+    PER_CH_MAX_TREE_LL128,
+    PROTOS,
+    RING_MAX_CHANNELS,
+    SOURCE,
+    SPEEDS_INTER,
+    SPEEDS_INTRA,
+    TREE_CORRECTION,
+)
+
+
+# --------------------------------------------------------------------------- the node, as NCCL's search sees it
+@dataclasses.dataclass(frozen=True)
+class Topo:
+    """What the emulated graph search needs (NCCL's units: GB/s per direction).
+
+    gpus           GPUs per node (g);  nodes  m;  arch  one of ARCHS;
+    nvlink_total   the GPU's NVLink total as NCCL counts it (links × topo.h per-link rate), 0 for PCIe only;
+    nvswitch       the GPUs reach each other through NVSwitch (False: direct links, e.g. a GH200 quad);
+    pcie           NCCL's rate of the GPU's and NICs' PCIe links (Gen5 x16 = 48);
+    nics, nic      NICs per node and each one's line rate (Mb/s / 8000);
+    nvls, collnet  NVLink SHARP in the NVSwitch; a SHARP fabric with NCCL_COLLNET_ENABLE=1;
+    cpu            "intel", "amd" or "arm" (tuning.cc:228-233 net overhead, :269-271 LL row).
+    """
+
+    gpus: int
+    nodes: int
+    arch: str
+    nvlink_total: float
+    nvswitch: bool
+    pcie: float
+    nics: int
+    nic: float
+    nvls: bool = False
+    collnet: bool = False
+    cpu: str = "intel"
+
+    @property
+    def ranks(self) -> int:
+        return self.gpus * self.nodes
+
+    @property
+    def intra_total(self) -> float:
+        """getTotalBw (search.cc:30-38): max(PCI link, NVLink sum) of a GPU."""
+        return max(self.pcie, self.nvlink_total)
+
+    @property
+    def intra_path(self) -> float:
+        """Best GPU->GPU path bandwidth inside the node (getMaxBw over GPUs, search.cc:20-29)."""
+        if self.nvlink_total <= 0:
+            return self.pcie
+        if self.nvswitch or self.gpus <= 2:
+            return self.nvlink_total
+        return self.nvlink_total / (self.gpus - 1)  # direct links: one pair's share
+
+    @property
+    def net_path(self) -> float:
+        """Best GPU->NIC path bandwidth: the NIC's rate, capped by the PCIe link it hangs off."""
+        return min(self.nic, self.pcie)
+
+
+@dataclasses.dataclass(frozen=True)
+class Graph:
+    """One algorithm's graph: channels and per-channel bandwidth (what NCCL_DEBUG_SUBSYS=GRAPH prints)."""
+
+    pattern: str
+    channels: int
+    bw_intra: float
+    bw_inter: float
+
+    @property
+    def ok(self) -> bool:
+        return self.channels > 0
+
+
+def _speeds(t: Topo) -> tuple[float, ...]:
+    return SPEEDS_INTER[t.arch] if t.nodes > 1 else SPEEDS_INTRA[t.arch]
+
+
+def _chain_channels(t: Topo, s_intra: float, s_inter: float) -> int:
+    """Channels of a ring or chain that fit: one NIC per channel at s_inter (NICs shared when fewer),
+    and s_intra on the NVLink of the g-1 GPUs that forward each channel (spread over the g GPUs)."""
+    cap = RING_MAX_CHANNELS
+    if t.nodes > 1:
+        cap = min(cap, t.nics * int(math.floor(t.net_path / s_inter + 1e-9)))
+    if t.gpus > 1:
+        fwd = (t.gpus - 1) / t.gpus if t.nodes > 1 else 1.0  # one node: every GPU forwards (closed ring)
+        if t.nvlink_total > 0 and not t.nvswitch and t.gpus > 2:
+            per_gpu = t.nvlink_total  # direct links: a ring uses one link per hop, all links over the channels
+        else:
+            per_gpu = t.intra_total
+        cap = min(cap, int(math.floor(per_gpu / (fwd * s_intra) + 1e-9)))
+    return max(cap, 0)
+
+
+def _nvls_channels(t: Topo, s: float) -> int:
+    """NVLS: every GPU pulls s from the switch per channel, the channel's head twice (search.cc:410-443)."""
+    want = min(NVLS_MAX_ARITY, t.gpus) if t.nodes == 1 else min(t.nics, t.gpus)
+    n = want
+    while n > 0 and (n + 1) * s > t.nvlink_total + 1e-9:
+        n -= 1
+    if t.nodes > 1 and t.net_path + 1e-9 < s:
+        return 0
+    return n if (t.nodes > 1 or n == want) else 0  # one node: minChannels = maxChannels (search.cc:1135-1138)
+
+
+def graph(t: Topo, pattern: str) -> Graph:
+    """Emulated outcome of search.cc ncclTopoCompute for `pattern` in ring, tree, collnet, nvls."""
+    speeds = _speeds(t)
+    total = t.intra_total
+    if pattern in ("tree", "collnet") and t.gpus > 1:
+        total *= t.gpus / (t.gpus - 1)  # search.cc:1168
+    max_bw = t.net_path if t.nodes > 1 else (t.intra_path if t.gpus > 1 else 5000.0)
+    if pattern == "nvls":
+        if not (t.nvls and t.nvswitch and COMPCAP[t.arch] >= 90 and t.gpus > 1):
+            return Graph("nvls", 0, 0.0, 0.0)  # search.cc:1124
+        min_ch = min(NVLS_MAX_ARITY, t.gpus) if t.nodes == 1 else 1
+        start = [s for s in speeds if s <= max_bw and s * min_ch <= t.intra_total * t.gpus / (t.gpus - 1)]
+        best = None
+        for s in start:
+            n = _nvls_channels(t, s)
+            if n and (best is None or n > best[0]):
+                best = (n, s)
+            if best and s / best[1] <= 0.49:
+                break
+        if best is None:
+            return Graph("nvls", 0, 0.0, 0.0)
+        n, s = best
+        inter = s
+        i = speeds.index(s)
+        # pass 2: raise bwInter while bwInter < 2 bwIntra and the NICs carry it (search.cc:1274-1278)
+        while i > 0 and inter < 2 * s and (t.nodes == 1 or speeds[i - 1] <= t.net_path + 1e-9):
+            i -= 1
+            inter = speeds[i]
+        return Graph("nvls", n, s, inter)
+    # ring, tree (balanced tree), collnet chain
+    start = [s for s in speeds if s <= max_bw + 1e-9 and s <= total + 1e-9]
+    best = None  # (channels, speed)
+    for s in start:
+        n = _chain_channels(t, s, s)
+        if n <= 0:
+            continue
+        if best is None or n * s > best[0] * best[1]:
+            best = (n, s)
+        if n * s >= t.intra_total - 1e-9:  # search.cc:1198
+            break
+        if s / best[1] <= 0.49:  # search.cc:1245
+            break
+    if best is None:
+        return Graph(pattern, 1, 0.1, 0.1)  # search.cc:1289-1311: the fall-back graph
+    n, s = best
+    intra = inter = s
+    i = speeds.index(s)
+    if pattern == "ring":  # pass 2: raise both at the same channel count (search.cc:1270-1273)
+        while i > 0 and _chain_channels(t, speeds[i - 1], speeds[i - 1]) >= n:
+            i -= 1
+            intra = inter = speeds[i]
+    else:  # trees and collnet: raise bwIntra up to 2 x bwInter (search.cc:1279-1282)
+        while i > 0 and intra < 2 * inter and _chain_channels(t, speeds[i - 1], inter) >= n:
+            i -= 1
+            intra = speeds[i]
+    return Graph(pattern, n, intra, inter)
+
+
+# --------------------------------------------------------------------------- tuning.cc, line by line
+def _index2(nodes: int) -> int:
+    return nodes - 1 if nodes <= 2 else 2  # tuning.cc:267
+
+
+def _proto_enabled(t: Topo, algo: str, proto: str) -> bool:
+    """tuning.cc:301 (NVLS/NVLSTree Simple only), :338-339 (CollNet Simple only), :518-535 (LL128 default)."""
+    if algo in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and proto != "simple":
+        return False
+    if proto == "ll128":
+        if t.nvlink_total <= 0:  # typeIntra <= PATH_NVB: LL128 needs NVLink inside the node (:531)
+            return False
+        # typeInter <= PATH_PXN on SM90+ (:522), <= PATH_PXB before (:525): a NIC under the GPU's PCIe switch
+        # (what DGX/HGX-class nodes have) satisfies both; labkit assumes it.
+        return COMPCAP[t.arch] >= 70
+    return True
+
+
+def algo_bandwidth(t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, Graph]) -> float:
+    """comm->bandwidths[coll][algo][proto] of tuning.cc:288-383: the *algorithm* bandwidth, GB/s (0 = not used)."""
+    nodes, ranks = t.nodes, t.ranks
+    ppn = ranks / nodes
+    cc = _CC[t.arch]
+    i2 = _index2(nodes)
+    i1 = cc if nodes == 1 else (1 if t.cpu == "amd" else 0)  # :269-271
+    ll_max = LL_MAX_BWS[i1][i2]
+    nsteps = (
+        2 * (ranks - 1) if coll == "all_reduce" else (ranks - 1 if coll in ("all_gather", "reduce_scatter") else ranks)
+    )
+    if coll in ("broadcast", "reduce") and algo != "ring":  # :294
+        return 0.0
+    if coll in ("reduce_scatter", "all_gather") and algo not in ("pat", "ring", "nvls", "collnet_direct"):  # :295-297
+        return 0.0
+    if coll == "all_reduce" and algo == "pat":  # :298
+        return 0.0
+    if not _proto_enabled(t, algo, proto):
+        return 0.0
+    if algo == "pat" and not (COMPCAP[t.arch] >= 60 and t.gpus == 1):  # ncclPatEnable, :216-223
+        return 0.0
+    g = graphs[
+        {"collnet_direct": "collnet", "collnet_chain": "collnet", "nvls_tree": "nvls", "pat": "ring"}.get(algo, algo)
+    ]
+    if not g.ok:
+        return 0.0
+    collnet = algo in ("collnet_direct", "collnet_chain")
+    bw = g.bw_intra if (nodes <= 2 or collnet) else g.bw_inter  # :306
+    if algo in ("nvls", "nvls_tree"):  # :307-323
+        if g.channels < 2:
+            return 0.0
+        intra = g.bw_intra * NVLS_EFFICIENCY[t.arch] * (g.channels - 1) / g.channels
+        intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
+        inter = g.bw_inter * (2 if (nodes <= 2 and algo == "nvls_tree") else 1)
+        bw = min(intra, inter, PER_CH_MAX_NVLS_TREE[cc][i2] if algo == "nvls_tree" else math.inf)
+    bus = g.channels * bw  # :324
+    if algo == "ring" and proto == "ll":  # :327
+        bus = min(ll_max, bus * 0.5)
+    if algo == "ring" and proto == "ll128":  # :328-329
+        bus = min(bus * 0.92, g.channels * PER_CH_MAX_RING_LL128[cc][i2])
+    if algo == "tree" and coll == "all_reduce":  # :330-331
+        bus = min(bus * 0.92, g.channels * PER_CH_MAX_TREE[cc][i2])
+    if algo == "tree" and proto == "ll":  # :332
+        bus = min(bus / 3.8, ll_max)
+    if algo == "tree" and proto == "ll128":  # :333-335
+        bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), g.channels * PER_CH_MAX_TREE_LL128[cc][i2])
+    if algo == "pat":  # :337
+        bus *= 0.75
+    if algo == "collnet_direct":  # :340-350
+        if coll in ("all_gather", "reduce_scatter"):
+            bus = ppn * min(g.bw_intra, g.bw_inter * 0.9)
+        else:
+            factor = ppn / g.channels
+            factor -= (factor - 1) / 2
+            bus /= factor
+            if COMPCAP[t.arch] >= 90:
+                bus *= 0.85
+    if algo in ("nvls", "collnet_direct") and coll in ("all_gather", "reduce_scatter") and nodes > 1:  # :353-374
+        bus = 0.0  # needs the CollNet plugin's iallgather/ireducescatter and one head per local rank
+    if not (algo != "ring" and coll in ("all_gather", "reduce_scatter")):  # :376-382 bus -> algorithm bandwidth
+        bus *= (ranks / nsteps) if algo in ("ring", "nvls", "nvls_tree") else 0.5
+    return bus
+
+
+def algo_latency_us(
+    t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, Graph], net_latency_us: float = 0.0
+) -> float:
+    """comm->latencies[coll][algo][proto] of tuning.cc:384-435, µs. `net_latency_us` is the net plugin's
+    graphs[a]->latencyInter (0 for NCCL's IB and socket transports: net_ib/init.cc:558, net_socket.cc:174)."""
+    nodes, ranks = t.nodes, t.ranks
+    ppn = ranks / nodes
+    p = _P[proto]
+    intra_hw = "nvlink" if t.nvlink_total > 0 else "pci"  # :284-285
+    hw = intra_hw if nodes == 1 else "net"  # :286
+    nsteps = (
+        2 * (ranks - 1) if coll == "all_reduce" else (ranks - 1 if coll in ("all_gather", "reduce_scatter") else ranks)
+    )
+    lat = BASE_LAT[algo][p]
+    intra = HW_LAT[intra_hw][algo][p]
+    inter = HW_LAT["net"]["tree"][p] if ppn == 1 else HW_LAT["net"][algo][p]  # :386-388
+    inter += net_latency_us  # :389
+    if proto == "simple":
+        inter += net_latency_us  # :390-391 flush
+    g = ranks // nodes
+    lg = int(math.log2(nodes)) if nodes > 1 else 0  # log2i
+    if algo == "ring":
+        if coll in ("reduce", "broadcast"):
+            lat += HW_LAT[hw]["ring"][p]  # sameChannels (:396-397)
+        else:
+            overhead = 0.0
+            if nodes > 1:  # :404-409
+                overhead = 2.0 if t.cpu == "amd" else 1.0
+                if proto == "simple":
+                    overhead *= 3
+            intra = max(intra, overhead)
+            n_inter = 0 if nodes == 1 else (2 * (nodes - 1) if coll == "all_reduce" else nodes - 1)
+            lat += (nsteps - n_inter) * intra + n_inter * inter  # :411-412
+    elif algo == "tree":
+        if coll == "all_reduce":
+            lat += 2 * ((g - 1) * intra + lg * inter)  # :416
+    elif algo == "collnet_direct":
+        lat += 2 * (min(1, g - 1) * intra + (g - 1) * 0.4) + inter  # :419-421
+    elif algo == "collnet_chain":
+        lat += 2 * (g - 1) * intra + inter  # :423
+    elif algo == "nvls":
+        lat = intra + (inter if nodes > 1 else 0.0)  # :425-426
+    elif algo == "nvls_tree":
+        lat += intra + 2 * lg * inter  # :428
+    elif algo == "pat" and coll in ("all_gather", "reduce_scatter"):
+        lat += lg * (inter / 3.5) + ranks * 2.8  # :431-433
+    return lat
+
+
+def enabled(t: Topo, algo: str) -> bool:
+    """tuning.cc:498-512: NVLSTree off on one node; CollNet (and multi-node NVLS) only with CollNet
+    enabled; CollNetDirect only on NVSwitch systems."""
+    if t.nodes == 1 and algo == "nvls_tree":
+        return False
+    if not t.collnet and (algo in ("collnet_direct", "collnet_chain") or (algo == "nvls" and t.nodes > 1)):
+        return False
+    if algo == "collnet_direct" and not t.nvswitch:
+        return False
+    if algo in ("collnet_direct", "collnet_chain") and t.nodes == 1:
+        return False
+    return True
+
+
+def algo_time_us(
+    t: Topo, coll: str, algo: str, proto: str, nbytes: float, bw: float, lat: float, comm_channels: int
+) -> float:
+    """ncclTopoGetAlgoTime (tuning.cc:630-655) for one operation: -1 where the combination is not used."""
+    if bw <= 0:
+        return -1.0
+    log_size = int(math.log2(int(nbytes) >> 6)) if int(nbytes) >> 6 > 0 else -1
+    if algo == "tree" and coll == "all_reduce" and 0 <= log_size < 23:
+        bw *= TREE_CORRECTION[_P[proto]][log_size]
+    if (
+        algo == "nvls_tree"
+        and coll == "all_reduce"
+        and 0 <= log_size < 24
+        and COMPCAP[t.arch] >= 100
+        and t.cpu != "arm"
+    ):
+        bw *= TREE_CORRECTION[_P[proto]][log_size]
+    if algo == "ring" and proto == "simple" and t.nodes > 1 and coll == "all_reduce":
+        if nbytes / (comm_channels * t.ranks) >= 64:
+            lat *= 1.9 if COMPCAP[t.arch] < 80 else 1.4  # :647-650 "Plateau effect of ring"
+    return lat + nbytes / (1000 * bw)
+
+
+def graphs_for(t: Topo) -> dict[str, Graph]:
+    ring = graph(t, "ring")
+    out = {"ring": ring}
+    if t.nodes > 1:
+        tree = graph(t, "tree")
+        # trees get exactly the ring's channel count (init.cc:1184-1185)
+        out["tree"] = dataclasses.replace(tree, channels=ring.channels) if tree.ok else tree
+        coll = graph(t, "collnet") if t.collnet else Graph("collnet", 0, 0.0, 0.0)
+        out["collnet"] = dataclasses.replace(coll, channels=ring.channels) if coll.ok else coll
+    else:
+        out["tree"] = dataclasses.replace(ring, pattern="tree")  # one node: the tree is a chain over the ring's links
+        out["collnet"] = Graph("collnet", 0, 0.0, 0.0)
+    out["nvls"] = graph(t, "nvls")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    algo: str
+    proto: str
+    time_us: float
+    bw_GBps: float  # NCCL's algorithm bandwidth for this (algo, proto), GB/s
+    latency_us: float
+
+
+def table(
+    t: Topo, coll: str, nbytes: float, graphs: dict[str, Graph] | None = None, net_latency_us: float = 0.0
+) -> list[Choice]:
+    """Every (algorithm, protocol) NCCL would consider for `coll` at `nbytes`, with its modelled time."""
+    graphs = graphs or graphs_for(t)
+    comm_channels = max(1, 2 * graphs["ring"].channels)  # rings are duplicated after the search (connect.cc)
+    out = []
+    for a in ALGOS:
+        if not enabled(t, a):
+            continue
+        for p in PROTOS:
+            bw = algo_bandwidth(t, coll, a, p, graphs)
+            if bw <= 0:
+                continue
+            lat = algo_latency_us(t, coll, a, p, graphs, net_latency_us)
+            tm = algo_time_us(t, coll, a, p, nbytes, bw, lat, comm_channels)
+            if tm >= 0:
+                out.append(Choice(a, p, tm, bw, lat))
+    return out

@@ -1,0 +1,242 @@
+"""The model against every multi-node all-reduce dataset in data/: one row per recorded run, at its largest size.
+
+`DATASETS` is the one table that maps a dataset to the system it ran on (a preset) and says, per run,
+which algorithm ran (from the log's NCCL_ALGO, the job spec or the author where one is stated; else
+NCCL's pick, which is what the model predicts) and whether the run is healthy. busbw is read from
+data/*.csv (each derived from its raw log in data/raw/), never typed in here.
+
+No factor in the model is fitted to these runs: the numbers are NCCL's tuning model with its own
+constants (labkit.cluster.nccl).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import reference
+from ..units import format_bytes
+from .model import predict
+from .presets import preset
+
+#: healthy runs must land within this of the model at the largest size (issue 24)
+BAND = (0.9, 1.1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One recorded run (a curve) of a dataset: rows where `column` contains `match` (all rows when None)."""
+
+    label: str
+    match: dict
+    algorithm: str | None  # what ran, forced or stated; None = NCCL's default, i.e. the model's pick
+    status: str  # "healthy", "misconfigured", "facts unpublished"
+    basis: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    name: str
+    system: str  # a preset name
+    runs: tuple[Run, ...]
+    gpus_per_node: int | None = None  # where the model's "node" is not the dataset's (GB200: a rack of 72)
+
+
+_290 = "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290"
+_MIS = (
+    "misconfigured: the thread's own ring run carries 89.9 GB/s = 11.2 GB/s per NDR NIC against the "
+    "'46-48GB/s per NIC' the maintainer expects (AddyLaddy, nccl-tests#290)"
+)
+
+DATASETS: tuple[Dataset, ...] = (
+    Dataset(
+        _290,
+        "h100_ndr_8nic",
+        (
+            Run(
+                "issue 290, 1 node",
+                {"nodes": 1},
+                None,
+                "healthy",
+                "default; 'will be using NVLink and NVLink SHARP' (AddyLaddy, nccl-tests#290)",
+            ),
+            Run("issue 290, 2 nodes, default", {"nodes": 2, "config": "default"}, None, "misconfigured", _MIS),
+            Run(
+                "issue 290, 2 nodes, NCCL_ALGO=RING",
+                {"nodes": 2, "config": "NCCL_ALGO=RING"},
+                "ring",
+                "misconfigured",
+                "NCCL_ALGO=RING in the log header; " + _MIS,
+            ),
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_64xh100_8node_ib_sharp_coreweave",
+        "h100_ndr_8nic_sharp",
+        (
+            Run(
+                "CoreWeave 8 nodes, SHARP",
+                {},
+                "collnet_chain",
+                "healthy",
+                "NCCL_ALGO=COLLNETCHAIN NCCL_COLLNET_ENABLE=1 in the job spec (coreweave/nccl-tests @fb4787c)",
+            ),
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks",
+        "p4d_efa",
+        (
+            Run(
+                "p4d 2 nodes",
+                {},
+                "ring",
+                "healthy",
+                "ring inferred, not printed: NCCL_ALGO=RING is in every committed version of the repository's example "
+                "job, whose header matches the printed run's in none exactly",
+            ),
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce",
+        "oci_bm_gpu4_8",
+        (
+            Run("OCI 1 node, NCCL 2.21.5", {"nodes": 1, "config": "2.21.5"}, None, "healthy", "default (no NCCL_ALGO)"),
+            Run("OCI 1 node, NCCL 2.26.5", {"nodes": 1, "config": "2.26.5"}, None, "healthy", "default (no NCCL_ALGO)"),
+            Run(
+                "OCI 2 nodes, NCCL 2.21.5", {"nodes": 2, "config": "2.21.5"}, None, "healthy", "default (no NCCL_ALGO)"
+            ),
+            Run(
+                "OCI 2 nodes, NCCL 2.26.5", {"nodes": 2, "config": "2.26.5"}, None, "healthy", "default (no NCCL_ALGO)"
+            ),
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",
+        "alps_gh200",
+        tuple(
+            Run(
+                f"Alps {m} node{'s' if m > 1 else ''}",
+                {"nodes": m},
+                None,
+                "healthy",
+                "default (no NCCL_ALGO in run.sh)",
+            )
+            for m in (1, 2, 4, 8, 16)
+        ),
+    ),
+    Dataset(
+        "allreduce_torch_b200_p6_1node_vs_4node_efa_mlengineering",
+        "p6_b200_efa",
+        (
+            Run("p6-b200 1 node", {"nodes": 1}, None, "healthy", "default; the author: NVLS from 6 GPUs on this node"),
+            Run(
+                "p6-b200 4 nodes",
+                {"nodes": 4},
+                None,
+                "healthy",
+                "default, but chosen by AWS's OFI tuner plugin, not NCCL's own model (the author)",
+            ),
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_gb200_nvl72_1_2_20racks_coreweave",
+        "gb200_nvl72_rack",
+        (
+            Run("GB200 1 rack", {"world_size": 72}, None, "healthy", "default; algorithm not printed"),
+            Run(
+                "GB200 2 racks",
+                {"world_size": 144},
+                None,
+                "facts unpublished",
+                "algorithm, NIC count and fabric not published: the 72 NICs per rack are an assumption",
+            ),
+            Run(
+                "GB200 20 racks",
+                {"world_size": 1440},
+                None,
+                "facts unpublished",
+                "algorithm, NIC count and fabric not published: the 72 NICs per rack are an assumption",
+            ),
+        ),
+        gpus_per_node=72,
+    ),
+)
+
+
+def _select(frame, match: dict):
+    f = frame
+    if "placement" in f and (f["placement"] == "out-of-place").any():
+        f = f[f["placement"] == "out-of-place"]
+    for col, val in match.items():
+        f = f[f[col].astype(str).str.contains(val, regex=False)] if isinstance(val, str) else f[f[col] == val]
+    return f
+
+
+def runs() -> list[dict]:
+    """Every run of every dataset in DATASETS at its largest size, against the model (a list of dicts)."""
+    out = []
+    for ds in DATASETS:
+        d = reference.load(ds.name)
+        for run in ds.runs:
+            f = _select(d.frame, run.match)
+            if f.empty:
+                raise ValueError(f"{ds.name}: no rows match {run.match} ({run.label})")
+            top = f[f["nbytes"] == f["nbytes"].max()].iloc[0]
+            S, N = float(top["nbytes"]), int(top["world_size"])
+            system = preset(ds.system)
+            g = ds.gpus_per_node or system.gpus_per_node
+            if ds.gpus_per_node:
+                system = dataclasses.replace(system, gpus_per_node=g)
+            m = N // g
+            pick = predict(system, m, S)
+            ran = predict(system, m, S, algorithm=run.algorithm) if run.algorithm else pick
+            measured = float(top["busbw_GBps"])
+            ratio = measured / ran.busbw_GBps
+            out.append(
+                {
+                    "dataset": ds.name,
+                    "run": run.label,
+                    "system": ds.system,
+                    "nodes": m,
+                    "gpus": N,
+                    "nbytes": S,
+                    "size": format_bytes(S),
+                    "measured_busbw_GBps": measured,
+                    "algorithm": ran.algorithm,
+                    "protocol": ran.protocol,
+                    "forced": run.algorithm is not None,
+                    "predicted_busbw_GBps": ran.busbw_GBps,
+                    "ratio": ratio,
+                    "nccl_pick": pick.algorithm,
+                    "pick_busbw_GBps": pick.busbw_GBps,
+                    "ring_busbw_GBps": pick.ring_busbw_GBps,
+                    "status": run.status,
+                    "within_10pct": BAND[0] <= ratio <= BAND[1],
+                    "bound": ran.bound,
+                    "basis": run.basis,
+                    "source": d.meta.get("source", ""),
+                }
+            )
+    return out
+
+
+def validation():
+    """One row per recorded run of every multi-node dataset in data/: measured busbw, the model's busbw for the
+    algorithm that ran (NCCL's pick unless the run forced one), the ratio, and whether the run is healthy."""
+    import pandas as pd
+
+    return pd.DataFrame(runs())
+
+
+def summary(frame) -> dict:
+    """How many healthy multi-node runs fall within ±10%, and the runs outside with their status."""
+    multi = frame[frame["nodes"] > 1]
+    healthy = multi[multi["status"] == "healthy"]
+    return {
+        "runs": int(len(frame)),
+        "multi_node_runs": int(len(multi)),
+        "healthy_multi_node": int(len(healthy)),
+        "healthy_within_10pct": int(healthy["within_10pct"].sum()),
+        "datasets": int(frame["dataset"].nunique()),
+        "outside": {r.run: r.status for r in frame.itertuples() if not r.within_10pct},
+    }

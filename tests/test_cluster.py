@@ -1,0 +1,162 @@
+"""The cluster model (labkit.cluster): NCCL's tuning model re-stated, its contract, and the validation
+against every multi-node dataset in data/ (no timings, no GPU)."""
+
+import dataclasses
+import itertools
+
+import pytest
+
+from labkit import cluster, models
+from labkit.cluster import nccl
+from labkit.cluster.validation import summary, validation
+
+GiB = 1 << 30
+
+
+# --------------------------------------------------------------------------- one model, the same number everywhere
+@pytest.mark.parametrize("nodes", (1, 2, 4, 16))
+def test_the_efficiency_1_ring_with_plain_alpha_is_models_allreduce_time(nodes):
+    s = cluster.given_rates(
+        gpus_per_node=8, intra_GBps=450.0, nics_per_node=8, nic_GBps=50.0, alpha_intra_s=3e-6, alpha_inter_s=3e-6
+    )
+    for S in (1 << 10, 1 << 20, GiB):
+        p = cluster.predict(s, nodes, S, algorithm="ring")
+        N = 8 * nodes
+        bw = 450.0 if nodes == 1 else min(450.0, 8 * 50.0)
+        assert p.seconds == pytest.approx(models.allreduce_time(S, N, bw, 3e-6, "ring"), rel=1e-12)
+
+
+def test_nccl_ring_on_one_node_is_the_alpha_beta_ring_with_nccls_rates():
+    s = cluster.preset("h100_ndr_8nic")
+    p = cluster.predict(s, 1, 4 * GiB, algorithm="ring")
+    alpha = p.latency_s / (2 * (p.world_size - 1))
+    assert p.seconds == pytest.approx(models.allreduce_time(4 * GiB, 8, p.peak_busbw_GBps, alpha, "ring"), rel=1e-9)
+
+
+def test_the_cli_and_the_preset_give_the_same_number():
+    rows = cluster.cli_records(16 * GiB, 16, 2, 450.0, 50.0, 8, nvls=True)
+    pick = next(r for r in rows if r["nccl_would_pick"])
+    p = cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 16 * GiB)
+    assert (pick["algorithm"], pick["busbw_GBps"]) == (p.algorithm, pytest.approx(p.busbw_GBps))
+    ring = next(r for r in rows if r["algorithm"] == "ring")
+    assert ring["busbw_GBps"] == pytest.approx(p.ring_busbw_GBps)
+
+
+# --------------------------------------------------------------------------- NCCL's own numbers (tuning.cc @5067397c)
+def test_nccl_tuning_numbers_for_an_h100_node_and_two():
+    s = cluster.preset("h100_ndr_8nic")
+    one = cluster.predict(s, 1, 16 * GiB)
+    # NVLS: 8 channels x bwIntra 40 x 0.85 x 7/8 x 2 = 59.5 each (tuning.cc:311-315; search.cc NVLS heads)
+    assert (one.algorithm, one.protocol) == ("nvls", "simple")
+    assert one.peak_busbw_GBps == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)
+    two = cluster.predict(s, 2, 16 * GiB)
+    # NVLSTree at 2 nodes: min(59.5, 2 x 48, perChMaxNVLSTreeBw 57.7) x 8 channels (tuning.cc:320-322)
+    assert two.algorithm == "nvls_tree" and two.peak_busbw_GBps == pytest.approx(8 * 57.7)
+    ring = cluster.predict(s, 2, 16 * GiB, algorithm="ring")
+    assert ring.peak_busbw_GBps == pytest.approx(8 * 48.0)  # 8 channels x 48 (sm90SpeedArrayInter[0])
+    assert not ring.nccl_pick and two.ring_busbw_GBps == pytest.approx(ring.busbw_GBps)
+    # at 4 nodes NVLSTree loses its 2-node doubling: 8 x min(59.5, 48, 45.5) = 364 < the ring's 384
+    assert cluster.predict(s, 4, 16 * GiB, algorithm="nvls_tree").peak_busbw_GBps == pytest.approx(8 * 45.5)
+
+
+def test_two_node_tree_uses_bwintra_and_is_capped_by_092_and_per_channel_max():
+    s = cluster.preset("p4d_efa")
+    t = cluster.predict(s, 2, 4 * GiB, algorithm="tree")
+    # 4 channels; bwIntra raised to 2 x bwInter = 24 (search.cc:1279-1282); x 0.92 (tuning.cc:331); algbw = bus / 2
+    assert t.peak_busbw_GBps == pytest.approx(4 * 24 * 0.92 * 0.5 * 2 * 15 / 16)
+    assert any("2-node tree" in n for n in t.notes)
+    assert cluster.predict(s, 4, 4 * GiB, algorithm="tree").peak_busbw_GBps < t.peak_busbw_GBps / 1.5
+
+
+def test_small_messages_pick_a_low_latency_protocol_and_large_ones_simple():
+    s = cluster.preset("h100_ndr_8nic")
+    assert cluster.predict(s, 2, 8).protocol in ("ll", "ll128")
+    assert cluster.predict(s, 2, 16 * GiB).protocol == "simple"
+    # the ring's Simple latency across nodes is multiplied by 1.4 at large sizes (tuning.cc:647-650)
+    t = s.topo(2)
+    g = nccl.graphs_for(t)
+    c = next(c for c in nccl.table(t, "all_reduce", GiB, g) if (c.algo, c.proto) == ("ring", "simple"))
+    assert c.time_us == pytest.approx(1.4 * c.latency_us + GiB / (1000 * c.bw_GBps))
+
+
+def test_busbw_never_exceeds_the_peak_and_nvls_needs_nvswitch_sharp():
+    for (g, k, nic), gpu, m in itertools.product(
+        ((8, 8, 50.0), (4, 4, 25.0), (8, 1, 25.0)), ("A100", "H100", "B200"), (1, 2, 3, 8)
+    ):
+        s = cluster.system_from_facts(gpus_per_node=g, gpu=gpu, nics_per_node=k, nic_GBps=nic, nvls=gpu != "A100")
+        for p in cluster.alternatives(s, m, 256 << 20):
+            assert 0 < p.busbw_GBps <= (p.peak_busbw_GBps or p.busbw_GBps) * (1 + 1e-9), (gpu, m, p.algorithm)
+    with pytest.raises(ValueError, match="--nvls"):
+        cluster.system_from_facts(gpus_per_node=8, gpu="A100", nics_per_node=8, nic_GBps=25.0, nvls=True)
+    with pytest.raises(ValueError, match="NVLink SHARP"):
+        cluster.predict(cluster.preset("a100_node"), 1, GiB, algorithm="nvls")
+
+
+# --------------------------------------------------------------------------- the contract with labkit explain
+def test_prediction_carries_the_contract_fields():
+    p = cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 4 * GiB)
+    for f in (
+        "op",
+        "nbytes",
+        "nodes",
+        "world_size",
+        "algorithm",
+        "protocol",
+        "seconds",
+        "algbw_GBps",
+        "busbw_GBps",
+        "bound",
+        "ring_busbw_GBps",
+        "notes",
+        "source",
+    ):
+        assert hasattr(p, f), f
+    assert dataclasses.is_dataclass(p) and p.world_size == 16 and "tuning.cc" in p.source
+    assert cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 4 * GiB, op="all_gather").algorithm == "ring"
+
+
+@pytest.mark.parametrize(
+    "kw,flag",
+    [
+        (dict(gpus_per_node=0, gpu="H100", nics_per_node=8, nic_GBps=50.0), "--gpus-per-node"),
+        (dict(gpus_per_node=8, gpu="H100", nics_per_node=8, nic_GBps=0.0), "--nic-bandwidth"),
+        (dict(gpus_per_node=8, gpu="H1OO", nics_per_node=8, nic_GBps=50.0), "--gpu"),
+        (dict(gpus_per_node=8, nics_per_node=8, nic_GBps=50.0), "--bandwidth"),
+    ],
+)
+def test_bad_facts_are_refused_naming_the_flag(kw, flag):
+    with pytest.raises(ValueError, match=flag):
+        cluster.system_from_facts(**kw)
+
+
+def test_unknown_preset_names_the_closest_and_predict_refuses_bad_layouts():
+    with pytest.raises(KeyError, match="h100_ndr_8nic"):
+        cluster.preset("h100 ndr")
+    s = cluster.system_from_facts(gpus_per_node=8, gpu="H100", nics_per_node=0, nic_GBps=0)
+    with pytest.raises(ValueError, match="--nics-per-node"):
+        cluster.predict(s, 2, GiB)
+    with pytest.raises(ValueError, match="--op"):
+        cluster.predict(s, 1, GiB, op="alltoall")
+
+
+# --------------------------------------------------------------------------- validation against data/
+def test_healthy_multi_node_runs_are_within_10pct_and_the_misconfigured_far_below():
+    v = validation()
+    assert set(v["dataset"]) >= {
+        "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290",
+        "nccl_allreduce_64xh100_8node_ib_sharp_coreweave",
+        "nccl_allreduce_16xa100_2node_p4d_efa_awsefaeks",
+        "nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce",
+        "nccl_allreduce_gh200_alps_1to16nodes_slingshot11",
+        "allreduce_torch_b200_p6_1node_vs_4node_efa_mlengineering",
+        "nccl_allreduce_gb200_nvl72_1_2_20racks_coreweave",
+    }
+    healthy = v[(v["nodes"] > 1) & (v["status"] == "healthy")]
+    assert len(healthy) >= 9
+    assert healthy["ratio"].between(0.9, 1.1).all(), healthy[["run", "ratio"]]
+    bad = v[v["status"] == "misconfigured"]
+    assert len(bad) == 2 and (bad["ratio"] < 0.4).all()
+    s = summary(v)
+    assert s["healthy_within_10pct"] == s["healthy_multi_node"]
+    # busbw is read from data/, not typed in: the 2-node ring of nccl-tests#290 at its largest size
+    assert float(bad[bad["forced"]]["measured_busbw_GBps"].iloc[0]) == 89.9
