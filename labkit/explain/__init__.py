@@ -1,0 +1,181 @@
+"""`labkit explain`: is my nccl-tests number normal? A verdict, the model's expectation and the likely causes.
+
+    results = explain("all_reduce_perf.log", nodes=2, system="h100_ndr_8nic")   # or a dataset name
+    results[0]["verdict"]            # 'healthy' | 'below_expected' | 'invalid'
+
+What the log states (collective, ranks, hosts → nodes, GPU, NCCL version, NCCL_ALGO) is read by labkit.logs; the
+rest comes from the caller (`--nodes`, `--nic-bandwidth`, ... or `--system NAME`), and a given fact that contradicts
+the log is refused naming both. The expectation is the cluster model's (a model, not a measurement); the causes are
+small rules (labkit.explain.rules), ranked by how strongly the run's numbers point at each.
+"""
+
+from __future__ import annotations
+
+from . import model, rules
+from .runs import Run, derived_world_size, load_runs
+
+__all__ = ["explain", "explain_run", "load_runs", "Run"]
+
+UNITS = "busbw: nccl-tests' bus bandwidth per rank, GB/s = 1e9 B/s, unidirectional (per direction)"
+
+
+def _refuse_contradiction(flag: str, given, stated, what: str, run: Run) -> None:
+    if given is not None and stated is not None and given != stated:
+        raise ValueError(f"{flag} {given} contradicts the log: {run.label} states {what} {stated}")
+
+
+def _algorithm(run: Run, given: str | None) -> tuple[str | None, str]:
+    """(the model's name of the algorithm the run used, or None; where that comes from)."""
+    stated = model.NCCL_ALGO_NAMES.get((run.algo_env or "").lower())
+    if given is not None:
+        name = model.NCCL_ALGO_NAMES.get(given.lower())
+        if name is None:
+            raise ValueError(f"--algorithm {given!r}: use an NCCL_ALGO value ({', '.join(model.NCCL_ALGO_NAMES)})")
+        _refuse_contradiction("--algorithm", name, stated, "NCCL_ALGO =", run)
+        return name, f"--algorithm {given}"
+    if stated:
+        return stated, f"NCCL_ALGO={run.algo_env} in the {'log' if run.log_text else 'dataset config'}"
+    return None, "not stated: the model's guess at NCCL's pick"
+
+
+def _hardware(run: Run, nodes: int, g: int, facts: dict):
+    """(system, Facts) from --system or the hardware flags; refuses what contradicts the log."""
+    log_gpu = model.gpu_token(run.gpu)
+    if facts.get("system"):
+        given = [f for f in ("gpu", "nvlink_GBps", "nic_GBps", "nics_per_node") if facts.get(f) is not None]
+        if given:
+            flags = ", ".join("--" + f.replace("_GBps", "-bandwidth").replace("_", "-") for f in given)
+            raise ValueError(f"give either --system or the hardware flags ({flags}), not both")
+        system, f = model.preset(facts["system"])
+        if f.gpu and log_gpu and f.gpu != log_gpu:
+            raise ValueError(f"--system {facts['system']} is a {f.gpu} system, but {run.label} states GPU {run.gpu}")
+        if f.gpus_per_node != g:
+            raise ValueError(
+                f"--system {facts['system']} has {f.gpus_per_node} GPUs per node, but {run.label} has {g} "
+                f"({nodes} node(s)): give the hardware flags instead (--gpus-per-node, --nic-bandwidth, ...)"
+            )
+        return system, f
+    gpu = facts.get("gpu")
+    _refuse_contradiction("--gpu", model.gpu_token(gpu) if gpu else None, log_gpu, "GPU", run)
+    nic, k = facts.get("nic_GBps"), facts.get("nics_per_node")
+    if nodes > 1 and (nic is None or k is None):
+        raise ValueError(
+            f"{run.label} spans {nodes} nodes: give --nic-bandwidth (GB/s per NIC per direction, e.g. 50 for NDR 400) "
+            "and --nics-per-node, or --system NAME (labkit explain --list-systems)"
+        )
+    return model.system_from_facts(
+        gpus_per_node=g,
+        gpu=model.gpu_token(gpu) or log_gpu or gpu or run.gpu or None,
+        nvlink_GBps=facts.get("nvlink_GBps"),
+        nics_per_node=k if k is not None else 1,  # one node: the NICs play no part
+        nic_GBps=nic if nic is not None else 1.0,
+        nvls=bool(facts.get("nvls")),
+        sharp=bool(facts.get("sharp")),
+    )
+
+
+def _layout(run: Run, facts: dict) -> tuple[int, int, int]:
+    """(world size, nodes, GPUs per node) from the log and the flags; refuses contradictions and gaps."""
+    nodes, g = facts.get("nodes"), facts.get("gpus_per_node")
+    _refuse_contradiction("--nodes", nodes, run.nodes, "nodes =", run)
+    nodes = run.nodes or nodes
+    N = run.world_size
+    if nodes is None:
+        raise ValueError(f"{run.label}: the log does not say how many nodes ran it: give --nodes N")
+    if N is None:
+        if g is None:
+            raise ValueError(f"{run.label}: the log does not say how many ranks ran it: give --gpus-per-node G")
+        N = nodes * g
+    if N % nodes:
+        raise ValueError(f"--nodes {nodes} does not divide the {N} ranks of {run.label} ({run.world_size_basis})")
+    what = f"{N} ranks ({run.world_size_basis}) on {nodes} node(s), i.e. GPUs per node ="
+    _refuse_contradiction("--gpus-per-node", g, N // nodes, what, run)
+    return N, nodes, N // nodes
+
+
+def explain_run(run: Run, runs: list[Run], **facts) -> dict:
+    """One run's verdict, expectation and causes, as the JSON record `labkit explain --json` prints."""
+    given_op = facts.get("op")
+    _refuse_contradiction("--op", given_op, run.op, "the collective", run)
+    op = run.op or given_op
+    if run.world_size is None and (n := derived_world_size(op, run.points)) is not None:
+        run.world_size, run.world_size_basis = n, "derived from busbw/algbw"
+    size, busbw, algbw = run.plateau()
+    out = {
+        "run": run.label,
+        "source": run.source,
+        "op": op,
+        "gpu": run.gpu or None,
+        "nccl_version": run.nccl_version,
+        "world_size": run.world_size,
+        "world_size_basis": run.world_size_basis,
+        "nodes": run.nodes,
+        "size_bytes": int(size),
+        "measured_busbw_GBps": busbw,
+        "measured_algbw_GBps": algbw,
+        "expected_busbw_GBps": None,
+        "algorithm": None,
+        "ratio": None,
+        "units": UNITS,
+    }
+    invalid = rules.invalid_reasons(run, runs)
+    if invalid:
+        return {**out, "verdict": "invalid", "invalid_reasons": invalid, "causes": []}
+    if op is None:
+        raise ValueError(f"{run.label}: the log does not name its collective: give --op (e.g. --op all_reduce)")
+    N, nodes, g = _layout(run, facts)
+    system, hw = _hardware(run, nodes, g, facts)
+    algo, basis = _algorithm(run, facts.get("algorithm"))
+    pick = model.predict(system, nodes, size, op=op)
+    expected = model.predict(system, nodes, size, op=op, algorithm=algo) if algo else pick
+    short_of_pick = busbw < rules.HEALTHY_RATIO * pick.busbw_GBps
+    if not algo and short_of_pick and pick.algorithm != "ring" and busbw >= rules.HEALTHY_RATIO * pick.ring_busbw_GBps:
+        expected = model.predict(system, nodes, size, op=op, algorithm="ring")
+        basis = "not stated; the run matches the model's ring (NCCL may pick ring at this size)"
+    ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None)
+    below = [
+        int(n)
+        for n, b in run.curve()
+        if n >= rules.LARGE_BYTES
+        and b < rules.HEALTHY_RATIO * model.predict(system, nodes, n, op=op, algorithm=expected.algorithm).busbw_GBps
+    ]
+    verdict = "healthy" if ctx.ratio >= rules.HEALTHY_RATIO else "below_expected"
+    return {
+        **out,
+        "world_size": N,
+        "nodes": nodes,
+        "gpus_per_node": g,
+        "verdict": verdict,
+        "expected_busbw_GBps": expected.busbw_GBps,
+        "algorithm": expected.algorithm,
+        "algorithm_basis": basis,
+        "ratio": ctx.ratio,
+        "bound": expected.bound,
+        "nccl_pick": pick.algorithm,
+        "nccl_pick_busbw_GBps": pick.busbw_GBps,
+        "ring_busbw_GBps": expected.ring_busbw_GBps,
+        "below_expected_sizes": below if verdict == "below_expected" else [],
+        "causes": [c.to_dict() for c in rules.causes(ctx)],
+        "system": {k: getattr(hw, k) for k in hw.__dataclass_fields__},
+        "model": expected.source,
+        "model_notes": list(expected.notes),
+    }
+
+
+def explain(source: str, *, run: int | None = None, **facts) -> list[dict]:
+    """Explain every run of a log file or dataset (or only the `run`-th, 1-based)."""
+    runs = load_runs(source)
+    chosen = runs
+    if run is not None:
+        if not 1 <= run <= len(runs):
+            raise ValueError(f"--run {run}: {source} holds {len(runs)} run(s); give --run 1 to {len(runs)}")
+        chosen = [runs[run - 1]]
+    results = []
+    for r in chosen:
+        try:
+            results.append(explain_run(r, runs, **facts))
+        except ValueError as e:
+            if len(chosen) > 1:
+                raise ValueError(f"{e} (run {runs.index(r) + 1} of {len(runs)}; explain one with --run N)") from None
+            raise
+    return results

@@ -1,0 +1,193 @@
+"""The runs `labkit explain` looks at: each nccl-tests table of a log (read by labkit.logs) or each curve of a dataset.
+
+A `Run` holds the numbers as floats and what the source states about them (collective, ranks, hosts, GPU, NCCL
+version, NCCL_* variables), with `None` where it states nothing; the numbers are never changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from .. import logs, reference
+
+#: nccl-tests' bus factors (doc/PERFORMANCE.md) as functions of the rank count n, and their inverses.
+_FACTOR = {
+    "all_reduce": (lambda n: 2 * (n - 1) / n, lambda f: 2 / (2 - f)),
+    "all_gather": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
+    "reduce_scatter": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
+    "alltoall": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
+}
+_ALGO = re.compile(r"\bNCCL_ALGO=(\S+)")
+
+
+@dataclasses.dataclass
+class Run:
+    """One sweep: `points` are (nbytes, placement, algbw, busbw, wrong-as-printed), in the source's order."""
+
+    label: str
+    source: str
+    op: str | None
+    points: list[tuple]
+    world_size: int | None = None
+    world_size_basis: str = "not stated"  # "stated" (Rank lines / dataset), "derived" (busbw/algbw), "not stated"
+    nodes: int | None = None
+    hosts: tuple[str, ...] = ()
+    rank_lines: int = 0
+    gpu: str = ""
+    nccl_version: str | None = None
+    env: dict = dataclasses.field(default_factory=dict)
+    algo_env: str | None = None  # NCCL_ALGO as the source gives it
+    out_of_bounds: str | None = None
+    wrong_is_count: bool = True  # False for old logs whose 'error' column is a deviation, not a count
+    log_text: str = ""  # the whole log (for NCCL INFO evidence); empty for datasets
+
+    def plateau(self) -> tuple[float, float, float]:
+        """(nbytes, busbw, algbw) at the largest size, out-of-place where both placements were printed."""
+        top = max(p[0] for p in self.points)
+        at = [p for p in self.points if p[0] == top]
+        best = next((p for p in at if p[1] == "out-of-place"), at[0])
+        return best[0], best[3], best[2]
+
+    def curve(self) -> list[tuple[float, float]]:
+        """(nbytes, busbw) per size, out-of-place where both were printed."""
+        out = {}
+        for n, placement, _a, b, _w in self.points:
+            if n not in out or placement == "out-of-place":
+                out[n] = b
+        return sorted(out.items())
+
+
+def _num(v) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if x == x else None
+
+
+def derived_world_size(op: str | None, points: list[tuple]) -> int | None:
+    """The rank count that busbw / algbw fixes (all_reduce: 2(n-1)/n), if every printed pair agrees with it."""
+    if op not in _FACTOR:
+        return None
+    factor, inverse = _FACTOR[op]
+    pairs = [(a, b) for _n, _p, a, b, _w in points if a and b and a >= 1.0]
+    if not pairs:
+        return None
+    a, b = max(pairs)
+    f = b / a
+    if not 0 < f < (2 if op == "all_reduce" else 1):
+        return None
+    n = round(inverse(f))
+    if n < 2:
+        return None
+    ok = all(abs(b - a * factor(n)) <= 0.011 + 0.006 * factor(n) + 1e-9 for a, b in pairs)  # printed to 2 decimals
+    return n if ok else None
+
+
+def _algo(env: dict, config: str | None) -> str | None:
+    if env.get("NCCL_ALGO"):
+        return env["NCCL_ALGO"]
+    m = _ALGO.search(config or "")
+    return m.group(1) if m else None
+
+
+def from_log(path: Path, text: str) -> list[Run]:
+    """Every nccl-tests table of a log file (labkit.logs.parse_log), in order."""
+    parsed = logs.parse_log(path, format="nccl-tests")
+    runs = []
+    for ds in parsed:
+        f, meta = ds.frame, ds.meta
+        points = [
+            (int(r.nbytes), r.placement, _num(r.algbw_GBps), _num(r.busbw_GBps), r.wrong)
+            for r in f.itertuples()
+            if _num(r.busbw_GBps) is not None
+        ]
+        if not points:
+            continue
+        op = meta.get("op") or (f["op"].dropna().iloc[0] if f["op"].notna().any() else None)
+        stated = {int(v) for v in f["world_size"].dropna()}
+        nodes = {int(v) for v in f["nodes"].dropna()}
+        run = Run(
+            ds.label,
+            str(path),
+            op,
+            points,
+            hosts=tuple(meta.get("hosts") or ()),
+            rank_lines=len(meta.get("devices") or ()),
+            gpu=meta.get("gpu") or "",
+            nccl_version=meta.get("nccl_version"),
+            env=dict(meta.get("env") or {}),
+            algo_env=_algo(meta.get("env") or {}, None),
+            out_of_bounds=meta.get("out_of_bounds_printed"),
+            wrong_is_count=not any(re.fullmatch(r"\d*\.\d+|\d+e-?\d+", str(p[4] or "")) for p in points),
+            log_text=text,
+        )
+        if len(stated) == 1:
+            run.world_size, run.world_size_basis = stated.pop(), "stated"
+        elif (n := derived_world_size(op, points)) is not None:
+            run.world_size, run.world_size_basis = n, "derived from busbw/algbw"
+        if len(nodes) == 1:
+            run.nodes = nodes.pop()
+        runs.append(run)
+    return runs
+
+
+def from_dataset(name: str) -> list[Run]:
+    """Every curve of a shipped or imported dataset: one per (nodes, world_size, config)."""
+    ds = reference.load(name)
+    f, meta = ds.frame, ds.meta
+    if "busbw_GBps" not in f:
+        raise ValueError(f"dataset {name!r} is a {meta.get('kind')} dataset with no busbw: give an nccl-tests dataset")
+    keys = [k for k in ("nodes", "world_size", "config") if k in f]
+    runs = []
+    for key, g in f.groupby(keys, dropna=False, sort=False) if keys else [((), f)]:
+        key = key if isinstance(key, tuple) else (key,)
+        by = dict(zip(keys, key))
+        op = g["op"].dropna().iloc[0] if "op" in g and g["op"].notna().any() else None
+        op = op or ("all_reduce" if meta.get("kind") == "allreduce_sweep" else None)
+        placement = g["placement"] if "placement" in g else ["unspecified"] * len(g)
+        algbw = g["algbw_GBps"] if "algbw_GBps" in g else [None] * len(g)
+        points = [
+            (int(n), p, _num(a), _num(b), None) for n, p, a, b in zip(g["nbytes"], placement, algbw, g["busbw_GBps"])
+        ]
+        points = [p for p in points if p[3] is not None]
+        if not points:
+            continue
+        desc = ", ".join(f"{k}={v}" for k, v in by.items() if v == v and v is not None)
+        ws, nodes = _num(by.get("world_size")), _num(by.get("nodes"))
+        run = Run(f"{name} ({desc})", name, op, points, gpu=str(meta.get("gpu") or ""))
+        run.algo_env = _algo({}, str(by.get("config") or ""))
+        if ws:
+            run.world_size, run.world_size_basis = int(ws), "stated"
+        if nodes:
+            run.nodes = int(nodes)
+        runs.append(run)
+    return runs
+
+
+def load_runs(source: str) -> list[Run]:
+    """The runs of a log file or a dataset name; errors say what to give instead."""
+    p = Path(source)
+    if p.is_dir():
+        raise ValueError(
+            f"{source} is a folder: give one nccl-tests log file (or a dataset name from `labkit ref list`)"
+        )
+    if p.is_file():
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise ValueError(f"cannot read {source} ({e.strerror}): give a readable nccl-tests log file") from None
+        try:
+            runs = from_log(p, text)
+        except logs.LogFormatError as e:
+            raise ValueError(f"{e}: give an nccl-tests log (the output of all_reduce_perf and friends)") from None
+        if not runs:
+            raise ValueError(f"{source}: no nccl-tests table with a busbw column: give the full all_reduce_perf output")
+        return runs
+    if source in reference.list_datasets():
+        return from_dataset(source)
+    raise ValueError(
+        f"no such file or dataset: {source!r}; give an nccl-tests log file or a dataset name (labkit ref list)"
+    )
