@@ -9,6 +9,7 @@ import sys
 from . import __version__, benches, doctor, reference
 from .benches import BENCHES
 from .compare import compare, save_figures
+from .explain import command as explain_cmd
 from .hierarchy import cluster_model
 from .models import allreduce_time
 from .notebooks import copy_notebooks, run_notebooks
@@ -366,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all)")
     st.add_argument("--out", required=True, help="folder for the student copies")
     st.set_defaults(func=cmd_student)
+
+    ex = sub.add_parser("explain", help="is my nccl-tests number normal? verdict, expected busbw, likely causes")
+    explain_cmd.add_arguments(ex)
+    ex.set_defaults(func=explain_cmd.cmd_explain)
     return p
 
 
