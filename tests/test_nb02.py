@@ -39,11 +39,19 @@ def test_nb02_reference_mode(run_nb):
     # NUMA and a shared root complex, recorded: the remote socket and 8 GPUs at once are slower than local / alone
     assert r["checks"]["remote_and_shared_are_slower"]
     assert "bandwidthtest_p100_pcie_numa_local_vs_remote_gearshifft_pr82_points" in r["datasets"]
-    assert set(ex["exercises"].values()) == {"not attempted"} and len(ex["exercises"]) == 8
+    assert set(ex["exercises"].values()) == {"not attempted"} and len(ex["exercises"]) == 10
     assert r["all_checks_passed"], r["checks"]
     assert {"pinned_cap_enforced", "figures_labelled", "pitfall_wrong_before_sync"} <= set(r["checks"])
     assert set(ex["exercises"].values()) == {"not attempted"}
-    assert {"MiB→GB/s", "timer for a pageable copy"} <= set(ex["exercises"])
+    assert {"MiB→GB/s", "timer for a pageable copy", ".to('cpu', non_blocking=True) pins"} <= set(ex["exercises"])
+    # kinds of host memory: every row has a number or says that no source here has one
+    kinds = ex["host_memory_kinds"]
+    assert kinds["rows"] == 7 and kinds["no_number"] == 2
+    assert {
+        "nvbandwidth_c2c_dgx_station_gb300_mlengineering_points",
+        "nvbandwidth_sm_h2d_vs_d2h_8xh100_issue24_points",
+    } <= set(r["datasets"])
+    _summary_quotes_the_run(r)
     # the interview numbers come from this run: the replayed H100 sweep and pin cost, per direction
     iv = ex["interview"]
     assert iv["ratio_source"].startswith("recorded:") and "H100" in iv["ratio_source"]
@@ -60,3 +68,46 @@ def test_nb02_reference_mode(run_nb):
 
 
 # reference= naming a point set without a pin-cost run: tests/test_executors.py, in its nbconvert run.
+
+
+def _markdown_text(name="02_pinned_vs_pageable"):
+    import json
+
+    from labkit.notebooks import find_notebook
+
+    nb = json.loads(find_notebook(name).read_text())
+    return [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def _summary_quotes_the_run(r):
+    """The summary's numbers are this run's (results JSON), as the summary rounds them."""
+    text = next(t for t in _markdown_text() if t.startswith("## Summary"))
+    n, kinds = r["numbers"], r["experiments"]["host_memory_kinds"]
+    assert f"from {n['ratio_min']:.2f}× (DGX A100 D2H, 32 MB) to {n['ratio_max']:.2f}× (H100 VM H2D, 1 GiB)" in text
+    assert f"slower ({n['dataloader_pinned_speedup']:.2f}×;" in text
+    assert f"copies {kinds['c2c_h2d']:.2f} / {kinds['c2c_d2h']:.2f} GB/s pinned" in text
+    assert f"({kinds['zero_copy_read_min']:.0f} GB/s on the recorded 8× H100)" in text
+    assert f"({kinds['uvm_demand']} vs {kinds['uvm_prefetch']} GB/s" in text
+
+
+def test_nb02_text_quotes_the_data():
+    """Numbers the markdown quotes from data/: the uneven pageable curve, the switch uplinks, exercise 7's time."""
+    from labkit import reference
+
+    md = "\n".join(_markdown_text())
+    f = reference.load("h100_vm_labkit_gpu_copy_sweep").frame
+    h = f[f.direction == "h2d"]
+    pinned = h[h.memory == "pinned"].set_index("nbytes")
+    pageable = h[h.memory == "pageable"].set_index("nbytes").bandwidth_GBps
+    big = pageable[pageable.index >= 64 << 20]
+    assert f"{pageable[32 << 20]:.2f} GB/s at 32 MiB, {big.min():.1f}–{big.max():.1f} GB/s from 64 MiB on" in md
+    ratio = pinned.bandwidth_GBps / pageable
+    assert f"{ratio[32 << 20]:.1f}× at 32 MiB and {ratio[512 << 20]:.1f}× at 512 MiB" in md
+    assert f"in {pinned.time_s[256 << 20] * 1e3:.3f} ms (the recorded H100 VM sweep)" in md
+    c = reference.load("host_dma_single_vs_8gpu_concurrent_rtxpro6000_wrx90_rtx6kpro").frame.set_index("run")
+    a = c[c.direction == "h2d"].bandwidth_GBps
+    agg_a = a["8 GPUs concurrently, group A (GPU 0-7, 2 root complexes): aggregate"]
+    per_a = a["8 GPUs concurrently, group A (GPU 0-7, 2 root complexes): per GPU"]
+    agg_b = a["8 GPUs concurrently, group B (GPU 8-15, shared root complex): aggregate"]
+    assert f"group A's {agg_a:.2f} GB/s is two saturated uplinks" in md and f"{per_a:.2f} GB/s per GPU" in md
+    assert f"{agg_a:.2f} vs {agg_b:.2f} GB/s aggregate" in md

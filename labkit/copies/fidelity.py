@@ -29,7 +29,7 @@ DEFAULT_NBYTES = 256 * MiB
 FIDELITY_TOLERANCE = 0.05
 #: cudaMemcpyKind values from cuda_runtime_api.h.
 _MEMCPY_KIND = {"h2d": 1, "d2h": 2}
-#: Copies per timed sample and samples per direction (bandwidthTest uses 100 × one copy at 32 MiB).
+#: Copies per timed sample and samples per direction (bandwidthTest uses 100 × one copy of 32,000,000 B; 32 MiB in versions before the samples moved to GitHub).
 RAW_INNER, RAW_REPEATS, RAW_WARMUP = 10, 10, 3
 
 

@@ -148,9 +148,11 @@ def measure_host_pin_part(sizes: Sequence[int], *, repeats: int = PIN_REPEATS) -
     """On any CPU: time the host half of pinning a fresh tensor, a *lower bound* of pin_memory()'s cost.
 
     Each sample allocates a new buffer, touches and fills it with a copy of the source (what
-    pin_memory() does after allocating) and page-locks it with mlock (what cudaHostAlloc does on
-    top of allocating, before mapping the pages for the GPU's DMA engine — the part no CPU can time).
-    Returns the costs and a note saying whether mlock was allowed (RLIMIT_MEMLOCK often is 8 MiB).
+    pin_memory() does after allocating) and page-locks it with mlock — a CPU-side *stand-in* for the
+    page-locking the CUDA driver does, not what it does: the driver pins pages with get_user_pages
+    (open-gpu-kernel-modules, kernel-open/nvidia/os-mlock.c, os_lock_user_pages) and maps them for the
+    GPU's DMA engine (the part no CPU can time), and it does not check RLIMIT_MEMLOCK. mlock does, so the
+    note returned says whether this process's memlock limit allowed the stand-in (it often is 8 MiB).
     """
     import ctypes
 

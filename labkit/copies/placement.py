@@ -4,8 +4,11 @@ Two shipped measurements (notebook 02):
 - a Tesla P100 PCIe server, bandwidthTest with the process and its memory on the GPU's own socket vs
   on the other socket (`numactl -m0 -N0` / `-m1 -N1`; gearshifft PR #82): the DMA crosses the CPU
   interconnect, and both directions drop;
-- eight RTX PRO 6000 on PCIe Gen5 switches (WRX90), host DMA of one GPU alone vs 8 GPUs at once, behind
-  two root complexes or one shared root complex: the GPUs share the host's uplinks.
+- eight RTX PRO 6000 on PCIe Gen5 switches (WRX90), host DMA of one GPU alone vs 8 GPUs at once: four
+  GPUs share each switch's Gen5 x16 uplink, so eight at once measure uplink oversubscription (group A's
+  114.10 GB/s H2D aggregate is two saturated uplinks, ~57 GB/s each, 14.26 GB/s per GPU); only the
+  difference between group A (two switches on two root complexes) and group B (two switches on one root
+  complex, 73.09 GB/s) shows the shared root complex.
 Values are as recorded (the P100's in bandwidthTest's MB/s, as printed); ratios are unit-free.
 """
 
@@ -48,8 +51,14 @@ def host_placement_table():
     alone = float(c[c["run"] == "single GPU 0 alone"]["bandwidth_GBps"].iloc[0])
     for run, case in (
         ("single GPU 0 alone", "one GPU alone"),
-        ("8 GPUs concurrently, group A (GPU 0-7, 2 root complexes): per GPU", "8 GPUs at once, 2 root complexes"),
-        ("8 GPUs concurrently, group B (GPU 8-15, shared root complex): per GPU", "8 GPUs at once, 1 shared root"),
+        (
+            "8 GPUs concurrently, group A (GPU 0-7, 2 root complexes): per GPU",
+            "8 at once, 4 per switch uplink, 2 root complexes",
+        ),
+        (
+            "8 GPUs concurrently, group B (GPU 8-15, shared root complex): per GPU",
+            "8 at once, 4 per switch uplink, 1 shared root complex",
+        ),
     ):
         v = float(c[c["run"] == run]["bandwidth_GBps"].iloc[0])
         rows.append(
