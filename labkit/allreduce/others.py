@@ -92,7 +92,10 @@ def ring_all_gather(mine, count: int):
 def pairwise_all_to_all(x):
     """Step k = 1..N−1: send block (r+k) mod N to rank r+k while receiving block r from rank r−k — a different
     partner every step. Block r stays (a local copy). Nothing can be added on the way: every byte has its own
-    destination, which is why an all-to-all cannot spread one GPU's traffic over other GPUs' NICs."""
+    destination, so across nodes each GPU's share crosses the network whole, and with every NIC busy carrying
+    its own GPU's share the bound is one NIC per GPU (nccl-tests#267). NCCL's PXN may hand a message to the GPU
+    whose NIC is on the destination's rail, but that NIC carries its own GPU's share too: it keeps traffic on
+    its rail, it adds no bandwidth. MoE systems cut the bytes instead (DeepEP: once per destination node)."""
     import torch
     import torch.distributed as dist
 

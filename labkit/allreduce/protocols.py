@@ -1,7 +1,9 @@
 """NCCL's protocols (LL, LL128, Simple) and algorithms (ring, tree, NVLS) in numbers, from recorded data.
 
 - `protocol_table`: each protocol's data fraction (NCCL src/include/device.h) and the maintainer's per-step
-  latency and bandwidth figures (nccl-tests#123, dataset `nccl_protocol_latency_issue123_points`);
+  latency and bandwidth figures (nccl-tests#123, dataset `nccl_protocol_latency_issue123_points`; LL128's
+  "95% peak" is also sjeaugey's in NVIDIA/nccl#281). NCCL's tuner uses its own constants instead
+  (src/graph/tuning.cc, NCCL 2.30.7: ring 0.6/1.9/3.4 µs per NVLink step, 2.7/4.0/14 µs per network step);
 - `small_message_latency`: the DGX A100 small all-reduce times of nccl-tests#123 against the number of ring
   steps 2(N−1), with a least-squares line per protocol (a model fitted to recorded numbers);
 - `nvls_vs_ring`: one 8× H200 node, NVLS on vs off (`nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering`).

@@ -179,5 +179,7 @@ def double_binary_tree_bytes(n: int, nbytes: float = 1.0) -> tuple[list[float], 
 
 def tree_ring_crossover_bytes(n: int, latency_s: float, bandwidth_Bps: float) -> float:
     """S* at which ring 2(N−1)α + 2(N−1)/N·S/β equals pipelined tree 2⌈log2 N⌉α + 2S/β:
-    S* = N(N − 1 − ⌈log2 N⌉)·α·β. Below it the tree is faster (fewer latencies), above it the ring (fewer bytes)."""
+    S* = N(N − 1 − ⌈log2 N⌉)·α·β. Below it the tree is faster (fewer latencies), above it the ring (fewer bytes).
+    This is the textbook tree over N ranks (one per node). NCCL's tree is a chain inside each node and a double
+    binary tree between nodes only, and on exactly two nodes NCCL picks it for large sizes too (nccl#946)."""
     return n * (n - 1 - math.ceil(math.log2(n))) * latency_s * bandwidth_Bps
