@@ -64,6 +64,7 @@ def test_issue290_raw_log_needs_the_facts_it_does_not_print_and_agrees_with_the_
         ("nccl_allreduce_10gib_oci_bm_gpu4_8_1node_vs_2node_roce", {"system": "oci_bm_gpu4_8"}),
         ("nccl_allreduce_64xh100_8node_ib_sharp_coreweave", {"system": "h100_ndr_8nic_sharp"}),
         ("allreduce_torch_b200_p6_1node_vs_4node_efa_mlengineering", {"system": "p6_b200_efa"}),
+        ("nccl_allreduce_gh200_alps_1to16nodes_slingshot11", {"system": "alps_gh200"}),
         (str(LOG_P4D), {"system": "p4d_efa", "op": "all_reduce"}),
         (str(LOG_ALPS), {"system": "alps_gh200", "op": "all_reduce", "run": 2}),
     ],

@@ -43,6 +43,7 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
     log_gpu = model.gpu_token(run.gpu)
     if facts.get("system"):
         given = [f for f in ("gpu", "nvlink_GBps", "nic_GBps", "nics_per_node") if facts.get(f) is not None]
+        given += ["pcie_only"] if facts.get("pcie_only") else []
         if given:
             flags = ", ".join("--" + f.replace("_GBps", "-bandwidth").replace("_", "-") for f in given)
             raise ValueError(f"give either --system or the hardware flags ({flags}), not both")
@@ -65,12 +66,14 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
         )
     return model.system_from_facts(
         gpus_per_node=g,
-        gpu=model.gpu_token(gpu) or log_gpu or gpu or run.gpu or None,
+        gpu=model.gpu_token(gpu) or log_gpu or gpu,
         nvlink_GBps=facts.get("nvlink_GBps"),
-        nics_per_node=k if k is not None else 1,  # one node: the NICs play no part
-        nic_GBps=nic if nic is not None else 1.0,
+        nics_per_node=k if k is not None else 0,  # one node: the NICs play no part
+        nic_GBps=nic if nic is not None else 0.0,
         nvls=bool(facts.get("nvls")),
         sharp=bool(facts.get("sharp")),
+        pcie_only=bool(facts.get("pcie_only")),
+        gpu_printed=run.gpu,
     )
 
 

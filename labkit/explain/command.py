@@ -25,6 +25,7 @@ def add_arguments(p) -> None:
         "--nic-bandwidth", dest="nic_GBps", type=float, help="GB/s per NIC per direction, line rate (NDR 400 Gb/s = 50)"
     )
     p.add_argument("--nics-per-node", type=int, help="NICs per node the collectives use (GPU-facing rails)")
+    p.add_argument("--pcie-only", action="store_true", help="GPUs joined by PCIe only (no NVLink)")
     p.add_argument("--nvls", action="store_true", help="NVSwitch nodes with NVLink SHARP (HGX/DGX H100 and later)")
     p.add_argument("--sharp", action="store_true", help="an InfiniBand fabric with SHARP (CollNet)")
     p.add_argument("--system", help="a known system instead of the hardware flags (see --list-systems)")
@@ -76,7 +77,7 @@ def cmd_explain(args) -> int:
     if not args.log:
         raise ValueError("labkit explain LOG: give an nccl-tests log file or a dataset name (labkit ref list)")
     facts = {k: getattr(args, k) for k in FACT_FLAGS if getattr(args, k) is not None}
-    facts.update(nvls=args.nvls, sharp=args.sharp)
+    facts.update(nvls=args.nvls, sharp=args.sharp, pcie_only=args.pcie_only)
     results = explain(args.log, run=args.run, **facts)
     for i, r in enumerate(results):
         if args.json:

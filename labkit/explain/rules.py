@@ -76,7 +76,7 @@ class Context:
             return None
         if a in ("tree", "nvls_tree"):
             return self.algbw * (1 if self.nodes == 2 else 2)
-        if a == "collnet":
+        if a.startswith("collnet"):
             return self.algbw
         return None
 
