@@ -50,3 +50,41 @@ def test_nb03_reference_mode(run_nb):
     # H2D + D2H at once: faster than one after the other, slower than two independent links
     assert 0.5 < iv["gpu_duplex_retained"] < 1
     assert r["_seconds"] < 60
+    _summary_quotes_the_run(r)
+
+
+def _summary_quotes_the_run(r):
+    """The summary's and Q4's numbers are this run's (results JSON), as the text rounds them."""
+    import json
+
+    from labkit.notebooks import find_notebook
+
+    nb = json.loads(find_notebook("03_overlap").read_text())
+    md = [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    summary = next(t for t in md if t.startswith("## Summary"))
+    n, pg = r["numbers"], r["experiments"]["pageable_overlap"]
+
+    def num(x, digits=2):
+        return f"{x:.{digits}f}".replace("-", "−")  # the text uses the minus sign
+
+    assert f"median η = {num(n['gpu_efficiency_pinned'])} with pinned memory" in summary
+    assert (
+        f"median {num(pg['pageable'])} of five runs that spread from {num(pg['pageable_min'])} to {num(pg['pageable_max'])}"
+        in summary
+    )
+    assert f"compute only {100 * pg['ratio_min']:.0f}–{100 * pg['ratio_max']:.0f}% of the copy time" in summary
+    d = r["experiments"]["interview"]
+    assert 0.5 < d["gpu_duplex_retained"] < 1
+
+
+def test_nb03_text_quotes_the_data():
+    """The full-duplex figure the text quotes is the recorded H100 run's H2D + D2H at once."""
+    import json
+
+    from labkit.notebooks import find_notebook
+    from labkit.overlap import recorded, timelines
+
+    nb = json.loads(find_notebook("03_overlap").read_text())
+    md = " ".join(" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+    both = timelines.duplex_table(recorded.gpu_run(None).data).bidirectional_GBps.iloc[0]
+    assert f"(the recorded H100 VM: {both:.1f} GB/s, table below)" in md
