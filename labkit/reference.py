@@ -12,7 +12,10 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from . import collectives
 from . import logs as _logs
+from .fileio import atomic_write_text
+from .units import format_bytes
 
 #: 2: kind collective_sweep (nccl-tests sweeps of every collective, with an `op` column) and an
 #: optional `op` column on allreduce_sweep (only 'all_reduce'). Files of version 1 load unchanged.
@@ -159,8 +162,11 @@ def _resolve(name_or_path: str | os.PathLike, folder) -> tuple[Path, Path]:
         csv, meta = d / f"{name_or_path}.csv", d / f"{name_or_path}.meta.json"
         if meta.exists() or csv.exists():
             return csv, meta
-    known = ", ".join(list_datasets(folder)) or "(none)"
-    raise DatasetError(f"no dataset named {str(name_or_path)!r}; known datasets: {known} (see `labkit ref list`)")
+    import difflib  # the three closest names, not a dump of every dataset
+
+    near = difflib.get_close_matches(str(name_or_path), list_datasets(folder), n=3, cutoff=0.0)
+    hint = f"did you mean: {', '.join(near)}?" if near else "there are none"
+    raise DatasetError(f"no dataset named {str(name_or_path)!r}; {hint} (see `labkit ref list`)")
 
 
 def validate_meta(meta: dict, where: Path) -> None:
@@ -190,6 +196,10 @@ def validate_meta(meta: dict, where: Path) -> None:
         )
 
 
+#: Sweep columns an imported log may leave empty, each with the meta field that must then read NOT_STATED.
+_MAY_BE_UNSTATED = {"world_size": "gpu_count", "nodes": "nodes"}
+
+
 def validate_frame(frame, meta: dict, where: Path) -> "object":
     import pandas as pd
 
@@ -199,6 +209,8 @@ def validate_frame(frame, meta: dict, where: Path) -> "object":
     for col in required:
         if col not in frame.columns:
             raise DatasetError(f"{where}: required column {col!r} is missing (kind {meta['kind']!r})")
+        if frame[col].isna().all() and meta.get(_MAY_BE_UNSTATED.get(col, "")) == NOT_STATED:
+            continue  # a log that does not state its rank or node count (the meta says so): empty, never guessed
         if frame[col].isna().any():
             row = int(frame[col].isna().to_numpy().nonzero()[0][0]) + 2  # +1 header, +1 one-based
             raise DatasetError(f"{where}: column {col!r} is empty on line {row}")
@@ -273,9 +285,9 @@ def _own_datasets(reference: str | os.PathLike, kind: str) -> tuple[list[Dataset
         logs = [f for f in sorted(p.iterdir()) if f.is_file() and not f.name.startswith(".")]
         if not logs:
             raise DatasetError(f"{p}: not a labkit profile folder (no profile.json and no datasets) and no logs")
-        return [ds for f in logs for ds in log_datasets(f) if ds.kind == kind], True
-    if p.is_file() and p.suffix != ".csv" and not p.name.endswith(".meta.json"):
-        return [ds for ds in log_datasets(p) if ds.kind == kind], True
+        return [ds for f in logs for ds in _your_log(f, kind)], True
+    if _is_log_file(p):
+        return _your_log(p, kind), True
     if p.is_dir():
         check_profile(p)
         return load_all(p, kind), True
@@ -283,6 +295,50 @@ def _own_datasets(reference: str | os.PathLike, kind: str) -> tuple[list[Dataset
     if ds.kind != kind:
         raise DatasetError(f"dataset {ds.name!r} is of kind {ds.kind!r}, not {kind!r}")
     return [ds], False
+
+
+def _is_log_file(p: Path) -> bool:
+    return p.is_file() and p.suffix != ".csv" and not p.name.endswith(".meta.json")
+
+
+def _your_log(path: Path, kind: str) -> list[Dataset]:
+    """The tables of `kind` in a log given as `reference=`, marked as the user's own (`meta['your_log']`)."""
+    out = [ds for ds in log_datasets(path, kind=kind, asker=_NOTEBOOK) if ds.kind == kind]
+    for ds in out:
+        ds.meta["your_log"] = ds.name
+    return out
+
+
+def check_reference(reference: str | os.PathLike | None, kind: str) -> str | None:
+    """Read a `reference=` that is a log (or a folder of logs) now, in a notebook's first cell, not when a late cell
+    needs it: DatasetError saying what to change in the notebook, or a Markdown note of what the log gives (where
+    each fact came from, what is missing from it). None for any other reference (a dataset or profile name).
+
+    A log that does not name its collective is read as the one the notebook shows (KIND_OP: all-reduce for
+    `allreduce_sweep`), unless its numbers fit no rank count of that collective.
+    """
+    if reference is None:
+        return None
+    p = profile_path(reference) or Path(reference)
+    is_folder_of_logs = p.is_dir() and not (p / PROFILE_FILE).exists() and not list(p.glob("*.meta.json"))
+    if not (_is_log_file(p) or is_folder_of_logs):
+        return None
+    want = KIND_OP.get(kind, kind)
+    try:
+        own, _ = _own_datasets(p, kind)
+    except (DatasetError, _logs.LogFormatError) as e:
+        raise DatasetError(f"reference={str(reference)!r}: {e}") from None
+    if not own:
+        raise DatasetError(
+            f"reference={str(reference)!r} holds no {want} table this notebook can draw (it shows {want}); "
+            f"set reference= to a log of {want} (nccl-tests {want}_perf), or to None for the recorded systems"
+        )
+    said = []
+    for ds in own:
+        facts = ds.meta.get("facts") or {}
+        bits = [f"{k}: {v}" for k, v in facts.items()] + [f"**{w}**" for w in ds.meta.get("warnings") or []]
+        said.append(f"- your log `{ds.name}` ({len(ds.frame)} rows): " + "; ".join(bits))
+    return f"Your log `{p.name}`, read now so nothing fails later (this notebook shows {want}):\n" + "\n".join(said)
 
 
 def select(reference: str | os.PathLike | None, kind: str, usable=None, needs: str = ""):
@@ -356,9 +412,7 @@ def write_dataset(folder: str | os.PathLike, name: str, frame, meta: dict) -> Pa
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    from .fileio import atomic_write_text  # one helper: atomic, and the mode the user's umask gives
-
-    atomic_write_text(path, text)
+    atomic_write_text(path, text)  # labkit.fileio: atomic, and the mode the user's umask gives
 
 
 PROFILE_FILE = "profile.json"
@@ -497,11 +551,151 @@ def _op_from_file_name(path: Path) -> str | None:
     return None
 
 
+#: The collective a notebook shows, for a log that does not name its own (notebooks 05 and 06 draw all-reduce).
+KIND_OP = {"allreduce_sweep": "all_reduce"}
+#: How a user gives what a log leaves out: flags on the command line, parameters in a notebook.
+_CLI, _NOTEBOOK = "cli", "notebook"
+_FORMAT_CHOICES = "|".join(_logs.FORMATS)
+
+
+def _op_flag() -> str:
+    return "--op " + "|".join(COLLECTIVE_OPS)
+
+
 def log_datasets(path: str | os.PathLike, fmt: str = "auto", **kw) -> list[Dataset]:
     """Every table of a tool log (nccl-tests, nvbandwidth, bandwidthTest, p2pBandwidthLatencyTest) as
-    Datasets, numbers as printed (see _log_tables for `name`, `op`, `fill`, `system`, `source`)."""
+    Datasets, numbers as printed (see _log_tables for `name`, `op`, `fill`, `system`, `source`, `kind`)."""
     tables, _ = _log_tables(path, fmt, **kw)
     return [Dataset(n, checked, m, Path(path)) for n, _, checked, m in tables]
+
+
+def _parse(path: Path, fmt: str, asker: str):
+    if path.is_dir():
+        raise DatasetError(f"{path}: a folder, not a log file; give one log file")
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file")
+    try:
+        return _logs.parse_log(path, format=fmt)
+    except _logs.LogFormatError as e:
+        if fmt != "auto" or "output found" not in e.reason:
+            raise DatasetError(str(e)) from None
+        how = (
+            f"name it: --format {_FORMAT_CHOICES}"
+            if asker == _CLI
+            else f"import it naming the tool (`labkit ref import-log FILE --name NAME --format {_FORMAT_CHOICES}`) "
+            "and give that NAME as reference="
+        )
+        raise DatasetError(f"{e}; if it is the output of one of these tools, {how}") from None
+
+
+def _numbers_hint(part) -> str:
+    """What busbw/algbw says about the collective of a table that does not name it."""
+    fits = {o: _logs.checks.rank_count(o, part.frame, collectives.bus_factor) for o in ("all_reduce", "all_gather")}
+    ar, ag = fits["all_reduce"], fits["all_gather"]
+    if ar.ratio is None:
+        return ""
+    if ar.status == "derived" and ar.world_size > 2:
+        return f"busbw/algbw = {ar.ratio:.4g} > 1: only all_reduce has a bus factor above 1, for {ar.world_size} ranks"
+    if ag.status in ("derived", "ambiguous") and ar.status == "inconsistent":
+        n = f"{ag.world_size} ranks" if ag.world_size else "ambiguous rank count"
+        return f"busbw/algbw = {ag.ratio:.4g} < 1 fits all_gather, reduce_scatter or alltoall, {n}"
+    if ar.status == "derived" and ar.world_size == 2:
+        return "busbw = algbw fits broadcast, reduce, sendrecv, or all_reduce on 2 ranks"
+    return ""
+
+
+def _hint(part) -> str:
+    h = _numbers_hint(part)
+    return f"; {h}" if h else ""
+
+
+def _settle_nccl(part, op, file_op, assume_op, cols: dict, path: Path, asker: str):
+    """(table with op, world_size, nodes and config settled or None if it is not of `assume_op`, its facts,
+    its warnings, what is still missing). Refuses --op / --fill values the log or its numbers contradict."""
+    where = f"{path}, lines {part.lines[0]}-{part.lines[1]}"
+    facts, warnings, missing = {}, [], []
+    stated_op = None if "op" in part.missing else str(part.frame["op"].iloc[0])
+    if stated_op:
+        facts["op"] = "stated in the log"
+        if op and op != stated_op:
+            raise DatasetError(f"{where}: the log states {stated_op}; --op {op} contradicts it (leave --op out)")
+    else:
+        chosen, how = next(
+            (
+                (o, h)
+                for o, h in (
+                    (op, "given: --op"),
+                    (file_op, "from the file name"),
+                    (assume_op, "assumed: the notebook shows it"),
+                )
+                if o
+            ),
+            (None, None),
+        )
+        if chosen is None:
+            missing.append((part, "op", _numbers_hint(part)))
+            return part, facts, warnings, missing
+        rc = _logs.checks.rank_count(chosen, part.frame, collectives.bus_factor)
+        if rc.status == "inconsistent":
+            if how.startswith("assumed"):
+                return None, facts, [f"{where}: {rc.describe()}"], missing
+            if how.startswith("given"):
+                raise DatasetError(f"{where}: --op {chosen} contradicts the numbers: {rc.describe()}{_hint(part)}")
+        part = part.filled(op=chosen)
+        facts["op"] = f"{how} ({chosen})"
+    op_now = str(part.frame["op"].iloc[0])
+    rc = _logs.checks.rank_count(op_now, part.frame, collectives.bus_factor)
+    printed = part.meta.get("gpu_count") if part.meta.get("rank_lines_complete") else None
+    given = cols.pop("world_size", None)
+    if given is not None:
+        if (rc.status == "derived" and given != rc.world_size) or (
+            rc.status == "ambiguous" and given not in rc.candidates
+        ):
+            raise DatasetError(
+                f"{where}: --fill world_size={given} contradicts the numbers: {rc.describe()} "
+                f"(bus factor from labkit.collectives, as nccl-tests computes it); leave --fill world_size out"
+            )
+        part = part.filled(world_size=given)  # refuses a value the Rank lines contradict
+        facts["world_size"] = f"given: --fill world_size={given}"
+    elif printed:
+        facts["world_size"] = f"stated in the log ({printed} Rank lines)"
+        if rc.status == "derived" and rc.world_size != printed:
+            warnings.append(f"the log lists {printed} ranks, but {rc.describe()}")
+    elif rc.status == "derived":
+        part = part.filled(world_size=rc.world_size)
+        part.meta["gpu_count"] = rc.world_size
+        facts["world_size"] = f"derived: {rc.describe()}"
+    else:
+        facts["world_size"] = f"{NOT_STATED} ({rc.describe()})"
+    if rc.status == "inconsistent" and not facts["op"].startswith("assumed"):
+        warnings.append(f"{rc.describe()}{_hint(part)}")
+    if "nodes" in cols:
+        part = part.filled(nodes=cols.pop("nodes"))
+        facts["nodes"] = "given: --fill nodes"
+    elif printed:
+        hosts = len(part.meta.get("hosts") or [])
+        facts["nodes"] = f"stated in the log ({hosts} distinct host{'s' * (hosts != 1)} in the Rank lines)"
+    else:
+        facts["nodes"] = NOT_STATED
+    if "config" in part.missing:
+        cols.setdefault("config", part.meta.get("method") or "as logged")  # a label: the command it ran
+    return part, facts, warnings, missing
+
+
+def _repeats_message(where: str, rep: dict, asker: str) -> str:
+    example = ", ".join(format_bytes(s) for s in rep["examples"])
+    return (
+        f"{where}: {rep['sizes']} sizes are printed more than once ({rep['extra_rows']} repeated rows; e.g. {example}, "
+        f"up to {rep['most_repeats']} times). nccl-tests prints each size once per run, so these are runs pasted "
+        "together without their own headers, or repeated lines; labkit does not choose between repeated measurements "
+        "and refuses the table: split the file so each run keeps its header and '# Avg bus bandwidth' line"
+        + (
+            " (each run then imports as its own dataset)"
+            if asker == _CLI
+            else " (a folder of such files works as reference=)"
+        )
+        + ", or delete the repeats"
+    )
 
 
 def _log_tables(
@@ -513,35 +707,62 @@ def _log_tables(
     fill: dict | None = None,
     system: str | None = None,
     source: str | None = None,
+    kind: str | None = None,
+    asker: str = _CLI,
 ) -> tuple[list[tuple], tuple]:
     """([(name, frame as printed, frame validated, meta) for every table], lines skipped) of a tool log, read once
-    by labkit.logs. The collective of an nccl-tests log that does
-    not name it comes from `op`, else from a file name like all_reduce_perf.log; other columns the log
-    leaves empty come from `fill` or the dataset is refused naming them. Meta the log does not state
-    reads NOT_STATED. Names: NAME (default the file's stem) for one table, NAME_1, NAME_2, ... for several."""
+    by labkit.logs.
+
+    The collective of an nccl-tests table that does not name it comes from `op`, else from a file name like
+    all_reduce_perf.log, else (a notebook asking for `kind`) from KIND_OP — and a table whose numbers fit no rank
+    count of that collective is then left out. The rank count comes from the Rank lines, else `fill`, else what
+    busbw/algbw fixes (labkit.logs.checks.rank_count, labelled 'derived'); a value the log or its numbers contradict
+    is refused. World size and nodes that nothing states stay empty and the meta says NOT_STATED. A table with sizes
+    printed twice is refused; one cut short is kept, marked `meta['completeness']['status'] == 'incomplete'`. Every
+    fact still missing is reported at once. Names: NAME (default the file's stem) for one table; for several,
+    NAME_<collective> (NAME_<collective>_1, _2, ... when a collective repeats), NAME_1, NAME_2, ... for other tools.
+    """
     import pandas as pd
 
     path = Path(path)
-    parsed = _logs.parse_log(path, format=fmt)
-    op = op or _op_from_file_name(path)
+    parsed = _parse(path, fmt, asker)
+    fill = dict(fill or {})
+    op = op or fill.pop("op", None)
+    file_op = _op_from_file_name(path)
+    assume_op = KIND_OP.get(kind)
     base = name or "".join(c if c.isalnum() else "_" for c in path.stem.lower()).strip("_") or "log"
-    out = []
-    for i, part in enumerate(parsed, start=1):
-        cols = dict(fill or {})
-        if op and part.tool == "nccl-tests" and "op" in part.missing:
-            part = part.filled(op=cols.pop("op", op))
-        if part.tool == "nccl-tests" and part.kind and "config" in part.missing:
-            cols.setdefault("config", part.meta.get("method") or "as logged")  # a label: the command it ran
+    settled, missing, refused = [], [], []
+    for part in parsed:
+        cols, facts, warnings = dict(fill or {}), {}, []
+        if part.tool == "nccl-tests":
+            part, facts, warnings, lacking = _settle_nccl(part, op, file_op, assume_op, cols, path, asker)
+            missing += lacking
+            if part is None or lacking:
+                continue
+            rep = part.meta.get("repeated_sizes") or {}
+            if rep.get("sizes"):
+                refused.append(_repeats_message(f"{path}, lines {part.lines[0]}-{part.lines[1]}", rep, asker))
+                continue
         part = part.filled(**{k: v for k, v in cols.items() if k in part.missing or k not in part.frame})
-        if part.missing:
-            flags = " ".join(
-                dict.fromkeys("--op OP" if c in ("kind", "op") else f"--fill {c}=VALUE" for c in part.missing)
-            )
-            raise DatasetError(
-                f"{path}, lines {part.lines[0]}-{part.lines[1]}: the log does not state {', '.join(part.missing)}; "
-                f"give it: {flags}"
-            )
-        ds_name = base if len(parsed) == 1 else f"{base}_{i}"
+        lacking = [c for c in part.missing if not (part.tool == "nccl-tests" and c in ("world_size", "nodes"))]
+        if lacking:
+            missing += [(part, c, "") for c in lacking]
+            continue
+        settled.append((part, facts, warnings))
+    if refused:
+        raise DatasetError("; ".join(refused))
+    if missing:
+        raise DatasetError(_missing_message(path, missing, asker))
+    ops = [str(p.frame["op"].iloc[0]) if p.tool == "nccl-tests" else None for p, _, _ in settled]
+    out = []
+    for i, ((part, facts, warnings), op_i) in enumerate(zip(settled, ops), start=1):
+        if len(settled) == 1:
+            ds_name = base
+        elif op_i is None:
+            ds_name = f"{base}_{i}"
+        else:
+            same = [j for j, o in enumerate(ops) if o == op_i]
+            ds_name = f"{base}_{op_i}" + (f"_{same.index(i - 1) + 1}" if len(same) > 1 else "")
         if part.meta.get("title", "").startswith("nccl-tests (collective not named)") and part.kind:
             part.meta["title"] = part.meta["title"].replace(
                 "collective not named", f"{part.frame['op'].iloc[0]}, named at import"
@@ -556,10 +777,50 @@ def _log_tables(
         for field in META_FIELDS:
             if meta.get(field) in (None, ""):
                 meta[field] = NOT_STATED
+        log = meta.get("log", {})
+        for key in ("completeness", "repeated_sizes"):
+            if key in log:
+                meta[key] = log.pop(key)
+        completeness = meta.get("completeness") or {}
+        if completeness.get("status") == "incomplete":
+            warnings = [f"incomplete: missing {'; '.join(completeness['missing'])}"] + warnings
+        meta["facts"], meta["warnings"] = facts, warnings
         frame = pd.DataFrame(part.frame).reset_index(drop=True)
         validate_meta(meta, path)
         out.append((ds_name, frame, validate_frame(frame.copy(), meta, path), meta))
     return out, parsed.skipped
+
+
+def _missing_message(path: Path, missing: list, asker: str) -> str:
+    """Every fact the log's tables leave out, once, with where and how to give it."""
+    by_fact: dict[str, list] = {}
+    for part, fact, hint in missing:
+        by_fact.setdefault("op" if fact in ("kind", "op") else fact, []).append((part, hint))
+    said = []
+    for fact, parts in by_fact.items():
+        where = ", ".join(f"{p.lines[0]}-{p.lines[1]}" + (f" ({h})" if h else "") for p, h in parts)
+        if fact == "op":
+            how = (
+                f"give it: {_op_flag()}"
+                if asker == _CLI
+                else "rename the file after it as nccl-tests names its binaries (e.g. all_gather_perf.log), or import "
+                f"it with its collective (`labkit ref import-log FILE --name NAME {_op_flag()}`) and give NAME"
+            )
+            said.append(f"the log does not name its collective (lines {where}); {how}")
+        else:
+            how = f"give it: --fill {fact}=VALUE" if asker == _CLI else f"import it with `--fill {fact}=VALUE`"
+            said.append(f"the log does not state {fact} (lines {where}); {how}")
+    return f"{path}: " + "; ".join(said)
+
+
+def import_summary(ds: Dataset, dest) -> str:
+    """What `labkit ref import-log` prints for one imported dataset: kind and rows, then where each fact came
+    from (stated, derived, given, not stated) and what is wrong with the log (incomplete, contradictions)."""
+    lines = [f"imported {ds.name}: {ds.kind}, {len(ds.frame)} rows -> {dest}"]
+    for fact, how in (ds.meta.get("facts") or {}).items():
+        lines.append(f"  {fact}: {how}" + (f" (record it with --fill {fact}=N)" if how == NOT_STATED else ""))
+    lines += [f"  warning: {w}" for w in ds.meta.get("warnings") or []]
+    return "\n".join(lines)
 
 
 def import_log(

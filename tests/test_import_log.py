@@ -78,7 +78,11 @@ def test_a_log_with_several_tables_gives_numbered_datasets(user_data, capsys):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        ([str(SUPERBENCH_ALLGATHER), "--name", "x"], "lines 14-50: the log does not state kind, op; give it: --op OP"),
+        (
+            [str(SUPERBENCH_ALLGATHER), "--name", "x"],
+            "does not name its collective (lines 14-50 (busbw/algbw = 0.875 < 1 fits all_gather, reduce_scatter or "
+            "alltoall, 8 ranks)); give it: --op all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall",
+        ),
         ([str(FIX / "malformed_empty.txt"), "--name", "x"], "line 1: empty input"),
         ([str(FIX / "malformed_binary_gzip_of_nccl_log.gz"), "--name", "x"], "line 1: binary data"),
         ([str(RTX2080_ALLREDUCE), "--name", "Bad Name"], "--name 'Bad Name'"),

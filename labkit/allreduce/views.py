@@ -182,15 +182,16 @@ def reference_lines(datasets, min_points: int = 4):
             best = min(f.placement.dropna().unique(), key=lambda p: order.get(p, 3), default=None)
             if best is not None:
                 f = f[f.placement == best]
-        for (config, n, nodes), g in f.groupby(["config", "world_size", "nodes"], sort=False):
+        # dropna=False: a log that does not state its rank or node count (empty cells) still gives its line
+        for (config, n, nodes), g in f.groupby(["config", "world_size", "nodes"], sort=False, dropna=False):
             g = g.groupby("nbytes", as_index=False).busbw_GBps.median().sort_values("nbytes")
             if len(g) >= min_points:
                 out.append(
                     {
                         "dataset": ds,
                         "config": config,
-                        "world_size": int(n),
-                        "nodes": int(nodes),
+                        "world_size": None if n != n else int(n),
+                        "nodes": None if nodes != nodes else int(nodes),
                         "nbytes": g.nbytes.to_numpy(),
                         "busbw_GBps": g.busbw_GBps.to_numpy(),
                     }
@@ -248,16 +249,34 @@ def reference_table(lines):
     return pd.DataFrame(rows).sort_values("plateau busbw (GB/s)", ascending=False, ignore_index=True)
 
 
+#: The colour of the learner's own log (`reference=` a log) in the references figure: in no default colour cycle, and
+#: not the black of the gloo run measured here; a recorded line that would get it is drawn grey instead.
+YOUR_LOG_COLOUR = "#e6007e"
+
+
 def references_figure(lines, own_records=None, own_label: str = "", impl: str = "library"):
-    """Recorded busbw vs size, single node and multi-node side by side, with the learner's run on both."""
+    """Recorded busbw vs size, single node and multi-node side by side, with the learner's run on both.
+
+    A log given as `reference=` is drawn as "your log: NAME" in YOUR_LOG_COLOUR, on both sides when it does not
+    state its node count."""
+    from matplotlib.colors import same_color
+
     fig, axes = plots.figure(1, 2, width=7.5, height=8.5)
     for ax, multi in zip(axes, (False, True)):
         for ln in lines:
-            if (ln["nodes"] > 1) != multi:
-                continue
+            if ln["nodes"] is not None and (ln["nodes"] > 1) != multi:
+                continue  # a log that does not state its node count is drawn on both sides
             m = ln["dataset"].meta
-            label = f"recorded: {m['gpu']} ×{ln['world_size']}, {ln['nodes']} node(s), {str(ln['config'])[:28]}"
-            plots.line(ax, ln["nbytes"], ln["busbw_GBps"], label, how=plots.RECORDED, lw=0.9)
+            ranks = "?" if ln["world_size"] is None else ln["world_size"]
+            nodes = "nodes not stated" if ln["nodes"] is None else f"{ln['nodes']} node(s)"
+            what = f"{m['gpu']} ×{ranks}, {nodes}, {str(ln['config'])[:28]}"
+            if m.get("your_log"):
+                label = f"your log: {m['your_log']} — {what}"
+                plots.line(ax, ln["nbytes"], ln["busbw_GBps"], label, how=plots.RECORDED, lw=2.2, color=YOUR_LOG_COLOUR)
+            else:
+                line = plots.line(ax, ln["nbytes"], ln["busbw_GBps"], f"recorded: {what}", how=plots.RECORDED, lw=0.9)
+                if same_color(line.get_color(), YOUR_LOG_COLOUR):  # a style whose cycle holds it: keep it unique
+                    line.set_color("0.5")
         if own_records:
             df = records_frame(own_records)
             d = df[df.impl == impl].sort_values("nbytes")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from . import bandwidth_test, nccl_tests, nvbandwidth, p2p_latency_test
+from . import bandwidth_test, checks, nccl_tests, nvbandwidth, p2p_latency_test
 from ._model import LogDataset, ParsedLog
 from ._text import LogFormatError, Skipped, lines_of, read_input
 
@@ -28,6 +28,7 @@ __all__ = [
     "LogFormatError",
     "ParsedLog",
     "Skipped",
+    "checks",
     "detect_format",
     "detect_formats",
     "parse_log",
@@ -78,10 +79,10 @@ def _canonical(fmt: str) -> str:
     return _ALIASES[key]
 
 
-def detect_formats(text: str) -> list[str]:
-    """Every tool whose output the text holds, in the order each first appears."""
+def detect_formats(text) -> list[str]:
+    """Every tool whose output the text (or its `lines_of`) holds, in the order each first appears."""
     first: dict[str, int] = {}
-    for ln in lines_of(text):
+    for ln in lines_of(text) if isinstance(text, str) else text:
         for fmt, sig in SIGNATURES.items():
             if fmt not in first and ln.text and sig.search(ln.text):
                 first[fmt] = ln.no
@@ -112,7 +113,7 @@ def parse_log(path_or_text, format: str = "auto") -> ParsedLog:
     text, source = read_input(path_or_text)
     lines = lines_of(text)
     try:
-        formats = detect_formats(text) if format == "auto" else [_canonical(format)]
+        formats = detect_formats(lines) if format == "auto" else [_canonical(format)]
         if not formats:
             detect_format(text)
     except LogFormatError as e:

@@ -59,6 +59,8 @@ _QUOTE = re.compile(r"^>\s?")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _VIM_TAB = re.compile(r"(?:>+-+)+")  # vim shows a tab as '>---' (as many '-' as the tab is wide)
 _FENCE = re.compile(r"^(```|~~~)")
+#: Control characters other than tab, newline, carriage return, form feed and ESC (ANSI colours).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 
 
 def read_input(path_or_text) -> tuple[str, str]:
@@ -94,9 +96,9 @@ def check_text(text: str, source: str) -> str:
     """The text itself, or LogFormatError if it is empty or mostly control characters."""
     if not text.strip():
         raise LogFormatError(1, "empty input: no tool output to read", source)
-    control = sum(1 for c in text if ord(c) < 32 and c not in "\t\n\r\x1b\x0c")
+    control = len(_CONTROL.findall(text))  # a regex: a per-character loop took 9 s on a 20 MB log
     if "\x00" in text or control > BINARY_CONTROL_SHARE * len(text):
-        bad = next(i for i, c in enumerate(text) if ord(c) < 32 and c not in "\t\n\r\x1b\x0c")
+        bad = _CONTROL.search(text).start()
         raise LogFormatError(text[:bad].count("\n") + 1, "binary data (control bytes): not a text log", source)
     return text
 

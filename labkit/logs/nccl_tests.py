@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from . import checks
 from ._model import LogDataset
 from ._text import Line, Skipped, integer, is_integer, is_number
 
@@ -75,6 +76,8 @@ _RANK = re.compile(
     r"\[([^\]]*)\]\s+(.*\S)"
 )
 _NCCL_VERSION = re.compile(r"\bNCCL version (\d\S*)")
+#: nccl-tests lowers maxBytes to what fits in GPU memory and says so after the `# nThread` line (src/common.cu).
+_REDUCED = re.compile(r"^#\s*Reducing maxBytes to (\d+)")
 _ENV_SET = re.compile(r"\b(NCCL_\w+) set by environment to (\S+)")
 _ENV_ARG = re.compile(r"(?:^|\s)(NCCL_[A-Z0-9_]+)=(\S+)")
 _NOISE = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ERROR)\b|^#|^\[?\.\.\.\]?$|^\.\.\.\s*$")
@@ -211,6 +214,7 @@ def _is_preamble(t: str) -> bool:
         or _STARTING.match(t)
         or _PARAMS.match(t)
         or _RANK.match(t)
+        or _REDUCED.match(t)
         or (_NCCL_VERSION.search(t) and not _ENV_SET.search(t))
     )
 
@@ -329,6 +333,8 @@ class _Preamble:
                     "gpu": name,
                 }
             )
+        elif m := _REDUCED.match(t):
+            self.params = {**self.params, "maxBytes_stated": self.params.get("maxBytes"), "maxBytes": m.group(1)}
         elif m := _NCCL_VERSION.search(t):
             self.nccl = m.group(1)
 
@@ -437,6 +443,8 @@ def _dataset(run: _Run, pre: _Preamble, index: int) -> LogDataset:
         "caveats": CAVEATS,
         "title": f"nccl-tests {pre.program or '(collective not named)'}" + (f" on {' / '.join(gpus)}" if gpus else ""),
     }
+    meta["completeness"] = checks.completeness(meta, frame["nbytes"])
+    meta["repeated_sizes"] = checks.repeated_sizes(meta, frame)
     kind = None if op is None else "allreduce_sweep" if op == "all_reduce" else "collective_sweep"
     label = f"nccl-tests run {index + 1} ({pre.program or 'collective not named'}, lines {run.first}-{run.last})"
     return LogDataset(TOOL, kind, frame, meta, (run.first, run.last), label)
