@@ -77,8 +77,7 @@ def _import_log(args) -> int:
     )
     dest = args.out or reference.user_data_dir()
     for name in names:
-        ds = reference.load(name, dest)
-        print(f"imported {name}: {ds.kind}, {len(ds.frame)} rows -> {dest}")
+        print(reference.import_summary(reference.load(name, dest), dest))  # where each fact came from, warnings
     for sk in skipped:
         print(f"skipped line {sk.line}: {sk.reason} ({sk.text[:60]!r})", file=sys.stderr)
     return 0
@@ -281,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("name", nargs="?", help="dataset name (show), profile folder (import) or log file (import-log)")
     r.add_argument(
-        "--name", dest="dataset_name", help="with import-log: the dataset name (NAME_1, NAME_2, ... if several)"
+        "--name", dest="dataset_name", help="with import-log: the dataset name (NAME_<op>, NAME_1, ... if several)"
     )
     r.add_argument(
         "--format",
