@@ -56,6 +56,20 @@ def test_issue290_raw_log_needs_the_facts_it_does_not_print_and_agrees_with_the_
     assert r["expected_busbw_GBps"] == pytest.approx(ds_ring["expected_busbw_GBps"])
 
 
+def test_issue290_as_posted_states_ranks_hosts_gpu_and_nccl_algo_itself():
+    """The thread's text as posted (tests/fixtures/logs): '# Rank' lines on node005/node007, `export NCCL_ALGO=RING`."""
+    posted = Path(__file__).parent / "fixtures" / "logs" / "nccl_issue290_srun_labels.md"
+    one, default, ring = explain(str(posted), op="all_reduce", system="h100_ndr_8nic")
+    assert one["verdict"] == "healthy" and one["world_size"] == 8 and one["nodes"] == 1
+    for r in (default, ring):
+        assert (r["world_size"], r["nodes"], r["world_size_basis"]) == (16, 2, "stated")
+        assert r["gpu"] == "NVIDIA H100 80GB HBM3"
+        assert r["verdict"] == "below_expected" and r["causes"][0]["id"] == "nics_worth"
+    assert ring["algorithm_basis"] == "NCCL_ALGO=RING in the log" and default["algorithm"] == default["nccl_pick"]
+    with pytest.raises(ValueError, match="--nodes 3 contradicts the log.*nodes = 2"):
+        explain(str(posted), op="all_reduce", system="h100_ndr_8nic", nodes=3, run=3)
+
+
 # --------------------------------------------------------------------------- healthy multi-node runs
 @pytest.mark.parametrize(
     "source, facts",
@@ -89,8 +103,9 @@ def _one_table_per_rank(log: Path) -> str:
 
     Built from the real lines of the Alps log's 2-node run (its nThread line, its 8 '# Rank' lines, its header and
     result rows); only the arrangement is the test's: each Rank line is renumbered 0 and followed by the header and the
-    rows, as printed. (A real lone process prints its own timings with busbw 0, e.g. nccl-tests#294; no number here
-    is changed or made up.)"""
+    rows, as printed. (A real lone process prints its own timings, busbw 0 for one rank: nccl-tests#249; every
+    node printing its own table is nccl-tests#182, where sjeaugey answers "compile the nccl-tests with MPI=1".
+    No number here is changed or made up.)"""
     lines = log.read_text().splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("=====") and "job-n-00008-N-0002" in ln)
     block = lines[start + 1 : next(i for i in range(start, len(lines)) if lines[i].startswith("# Avg bus")) + 1]
