@@ -169,10 +169,11 @@ def _cli(capsys, *argv):
         (RAW, ["folder", "one nccl-tests log file"]),
         ("no_such_log.txt", ["no such file or dataset", "labkit ref list"]),
         (RAW / "README.md", ["nccl-tests"]),
+        (None, ["give LOG"]),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_2(capsys, arg, words):
-    rc, out, err = _cli(capsys, arg)
+    rc, out, err = _cli(capsys, *([arg] if arg else []))
     assert rc == 2 and out == "" and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert all(w in err for w in words), err
 
