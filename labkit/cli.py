@@ -7,10 +7,10 @@ import json
 import sys
 
 from . import __version__, benches, doctor, reference
+from . import cluster as cluster_model
 from .benches import BENCHES
 from .compare import compare, save_figures
 from .explain import command as explain_cmd
-from .hierarchy import cluster_model
 from .models import allreduce_time
 from .notebooks import copy_notebooks, run_notebooks
 from .record import record

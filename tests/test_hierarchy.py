@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from labkit import models
-from labkit.hierarchy import cluster, comparison, ladder, rungs, slowlink, worker
+from labkit.cluster import views as cluster
+from labkit.hierarchy import comparison, ladder, rungs, slowlink, worker
 from labkit.hierarchy.hierarchical import Layout, SharedUplink
 from labkit.launch import launch
 from labkit.units import MiB
@@ -54,22 +54,6 @@ def check_layouts(rank, world_size, layouts, numels):
 
 
 # --------------------------------------------------------------------------- textbook model cases
-def test_hierarchical_with_one_rank_per_group_or_one_group_is_the_flat_ring():
-    S = 1 << 30
-    for links in (cluster.preset("H100 NDR"), cluster.preset("p4d EFA")):
-        # m = 1: everything inside one node
-        assert cluster.hierarchical_time(S, 1, links) == pytest.approx(cluster.flat_time(S, 1, links))
-        # g = 1: one GPU per node, so there is nothing to do inside a node
-        one = cluster.ClusterLinks(1, links.intra_GBps, links.nic_GBps, 1, links.intra_latency_s, links.inter_latency_s)
-        for nodes in (2, 5, 16):
-            assert cluster.hierarchical_time(S, nodes, one) == pytest.approx(cluster.flat_time(S, nodes, one))
-    # the core model agrees: g = 1 and g = N reduce to the ring
-    for g, bw_inter in ((1, 10.0), (8, 123.0)):
-        h = models.allreduce_time(S, 8, 10.0, 0.0, "hierarchical", gpus_per_node=g, inter_bandwidth_GBps=bw_inter)
-        flat_bw = 10.0 if g == 8 else bw_inter
-        assert h == pytest.approx(models.allreduce_time(S, 8, flat_bw, 0.0, "ring"))
-
-
 def test_bytes_over_the_slow_link():
     S = 3 * 1024 * 1024
     for g, m in ((2, 2), (3, 2), (2, 3), (8, 4)):
@@ -81,33 +65,6 @@ def test_bytes_over_the_slow_link():
         assert b["flat_total"] == pytest.approx(m * 2 * (N - 1) / N * S)
         assert b["hier_total"] < b["flat_total"]
     assert cluster.slow_link_bytes(S, 4, 1)["flat_total"] == 0 == cluster.slow_link_bytes(S, 4, 1)["hier_total"]
-
-
-def test_cluster_model_cliff_and_tp_placement():
-    links = cluster.preset("H100 NDR")
-    assert links.intra_GBps == 450.0  # NVLink 4: 900 GB/s is both directions
-    df = cluster.node_sweep(1 << 30, [1, 2, 4, 16], links)
-    assert df["speedup"].iloc[0] == pytest.approx(1.0)
-    # a flat ring's channels cross the node on all 8 NICs (8 x 50 = 400 GB/s, near NVLink's 450): it is not
-    # slower than a phase-by-phase hierarchical algorithm there, and leaving the node costs ~1.1-1.3x
-    assert (df["speedup"].iloc[1:] <= 1.0).all()
-    c = cluster.cliff(1 << 30, links)
-    assert 1 < c["flat_drop"] < 1.3
-    # where the node's NICs are far below its NVLink (p4d: 4 x 12.5 GB/s), the cliff is steep and the
-    # hierarchical algorithm's fewer bytes per node pay off
-    p4d = cluster.cliff(1 << 30, cluster.preset("p4d EFA"))
-    assert p4d["flat_drop"] > p4d["hierarchical_drop"] > 3
-    tp = cluster.tp_placement(links, hidden=8192, seq_len=4096, micro_batch=1, layers=80, tp_degrees=(8, 16))
-    assert tp["bytes_per_allreduce"].iloc[0] == 8192 * 4096 * 2
-    ring8 = 2 * 7 / 8 * (8192 * 4096 * 2) / 450e9 + 2 * 7 * links.intra_latency_s
-    assert tp["allreduce_flat_s"].iloc[0] == pytest.approx(ring8)
-    assert tp["comm_flat_s"].iloc[1] > tp["comm_flat_s"].iloc[0]  # TP across nodes pays the network
-    tp_p4d = cluster.tp_placement(
-        cluster.preset("p4d EFA"), hidden=8192, seq_len=4096, micro_batch=1, layers=80, tp_degrees=(8, 16)
-    )
-    assert tp_p4d["comm_flat_s"].iloc[1] > 5 * tp_p4d["comm_flat_s"].iloc[0]  # and dearly where NICs are few
-    with pytest.raises(ValueError, match="multiple"):
-        cluster.tp_placement(links, hidden=8, seq_len=8, micro_batch=1, layers=1, tp_degrees=(12,))
 
 
 def test_layout_and_emulated_uplink():
@@ -335,11 +292,3 @@ def test_straggler_frame_counts_ranks_leaving_before_the_late_one_entered():
     rows[1]["delayed"] = False
     with pytest.raises(ValueError, match="exactly one late rank"):
         comparison.straggler_frame(rows)
-
-
-def test_flat_ring_latency_charges_the_network_on_2_m_minus_1_steps_only():
-    # NCCL's form: 2(N-m) intra-node steps + 2(m-1) network steps, not the network latency on all 2(N-1)
-    links = cluster.ClusterLinks(8, 450.0, 50.0, 8, intra_latency_s=3e-6, inter_latency_s=10e-6)
-    tiny = 1.0  # bytes: the latency term alone, to within a picosecond
-    assert cluster.flat_time(tiny, 2, links) == pytest.approx(2 * 14 * 3e-6 + 2 * 1 * 10e-6, rel=1e-6)
-    assert cluster.flat_time(tiny, 4, links) == pytest.approx(2 * 28 * 3e-6 + 2 * 3 * 10e-6, rel=1e-6)

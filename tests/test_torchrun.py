@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from labkit.cluster.views import slow_link_bytes
 from labkit.hierarchy import torchrun
-from labkit.hierarchy.cluster import slow_link_bytes
 
 
 def _labkit_workers() -> set[int]:

@@ -16,6 +16,7 @@ from .model import ALGORITHMS, OPS, Prediction, alternatives, cli_records, predi
 from .nccl import NCCL_COMMIT, NCCL_VERSION
 from .presets import PRESETS, preset
 from .system import GPUS, System, given_rates, system_from_facts
+from .validation import summary as validation_summary
 from .validation import validation
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "preset",
     "system_from_facts",
     "validation",
+    "validation_summary",
 ]

@@ -33,7 +33,9 @@ LINE_PER_LINK_GBPS = {"volta": 25.0, "ampere": 25.0, "hopper": 25.0, "blackwell"
 def _num(flag: str, value, *, integer: bool = False, allow_zero: bool = False):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{flag} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    if not math.isfinite(value):
+        raise ValueError(f"{flag} must be finite, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{flag} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     if integer:
         if float(value) != int(value):

@@ -6,6 +6,6 @@
   intra all-gather), counting bytes per link; `worker`: one rank of its benchmark (labkit.launch or torchrun);
 - `comparison`: hierarchical vs flat ring over a slow link, measured; `slowlink`: that link (network
   namespaces and tc); `torchrun`: the same across machines;
-- `cluster`: the cost model at cluster scale, and tensor-parallel placement;
+- the cluster-scale model (NCCL's algorithms on many nodes, tensor-parallel placement) is `labkit.cluster`;
 - `bench_ladder`: `labkit bench ladder` and its part of `labkit record`.
 """

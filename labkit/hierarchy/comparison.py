@@ -4,7 +4,7 @@
   against a flat ring and gloo's own all_reduce, on real processes (labkit.launch) whose groups are
   joined by a genuinely slower link — network namespaces shaped with tc when running as root
   (labkit.hierarchy.slowlink), otherwise an emulated token-bucket uplink, labelled as such.
-- `compare_model`: the same runs predicted by labkit.hierarchy.cluster.
+- `compare_model`: the same runs predicted by the cluster model (labkit.cluster, rates as given).
 - `straggler(...)`: one rank arrives late, and every rank waits for it.
 """
 
@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import plots
+from ..cluster import given_rates, predict
+from ..cluster.views import slow_link_bytes
 from ..launch import launch
 from ..units import MiB, format_bytes
 from . import ladder, slowlink
-from .cluster import ClusterLinks, flat_time, hierarchical_time, slow_link_bytes
 from .hierarchical import Layout, SharedUplink
 from .worker import run_tasks, straggler_rank
 
@@ -239,16 +240,17 @@ def run_live(
 
 
 def compare_model(cmp: Comparison, intra_GBps: float, intra_latency_s: float = 0.0, inter_latency_s: float = 0.0):
-    """model: the same runs predicted by labkit.hierarchy.cluster (one uplink per group: nics_per_node = 1)."""
+    """model: the same runs predicted by labkit.cluster with the rates as given (the plain alpha-beta model): the
+    measured gloo rate inside a group, the slow link's rate across, one uplink per group (nics_per_node = 1)."""
     import pandas as pd
 
-    links = ClusterLinks(
-        cmp.group_size,
-        intra_GBps,
-        cmp.rate_GBps,
-        1,
-        intra_latency_s,
-        inter_latency_s,
+    system = given_rates(
+        gpus_per_node=cmp.group_size,
+        intra_GBps=intra_GBps,
+        nics_per_node=1,
+        nic_GBps=cmp.rate_GBps,
+        alpha_intra_s=intra_latency_s,
+        alpha_inter_s=inter_latency_s,
         name="this experiment",
         source="measured gloo rate inside a group; slow-link rate as set",
     )
@@ -257,8 +259,8 @@ def compare_model(cmp: Comparison, intra_GBps: float, intra_latency_s: float = 0
         [
             {
                 "nbytes": n,
-                "flat_ring_s": flat_time(n, cmp.groups, links),
-                "hierarchical_s": hierarchical_time(n, cmp.groups, links),
+                "flat_ring_s": predict(system, cmp.groups, n, algorithm="ring").seconds,
+                "hierarchical_s": predict(system, cmp.groups, n, algorithm="hierarchical").seconds,
             }
             for n in sizes
         ]
@@ -292,7 +294,7 @@ def plot_compare(cmp: Comparison, model=None):
                 "k_",
                 ms=18,
                 mew=2,
-                label="model: labkit.hierarchy.cluster" if j == 1 else None,
+                label="model: labkit.cluster (rates as given)" if j == 1 else None,
             )
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([format_bytes(n) for n in sizes])
