@@ -5,7 +5,7 @@ import json
 import pytest
 
 from labkit import reference
-from labkit.p2p import diagnosis, matrices, placement
+from labkit.p2p import diagnosis, matrices, placement, read_write
 
 
 @pytest.mark.notebook
@@ -61,9 +61,38 @@ def test_nb04_reference_mode(run_nb):
     }
     # unanswered exercises and predictions are reported, not crashed on
     assert set(r["experiments"]["exercises"].values()) == {"not attempted"}
-    assert len(r["experiments"]["exercises"]) == 8  # 4 exercises + 4 spot-the-error
+    assert len(r["experiments"]["exercises"]) == 9  # 4 exercises + 5 spot-the-error
     assert set(r["experiments"]["predictions"].values()) == {"not attempted"}
     assert r["_seconds"] < 60, f"quick reference run took {r['_seconds']:.0f} s (budget ~30 s)"
+    # reads vs writes: the one fabric with both kinds recorded, and the datasets behind it shown
+    assert 0.97 < n["h100_p2p_read_over_write"] < 1.0
+    assert {"nvbandwidth_d2d_read_ce_8xh100_azure_nd96isr_v5", "p2p_uni_writes_8xh100_nvswitch_mlengineering"} <= shown
+    _summary_quotes_the_run(r)
+
+
+def _markdown(name="04_p2p_matrix"):
+    from labkit.notebooks import find_notebook
+
+    nb = json.loads(find_notebook(name).read_text())
+    return [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def _summary_quotes_the_run(r):
+    """The summary's numbers (inside the interview cell, after '## Summary') are this run's, as the text rounds them."""
+    text = next(t for t in _markdown() if "## Summary" in t)
+    text = text[text.index("## Summary") :]
+    n = r["numbers"]
+    assert f"median {n['a100_uni_p2p_GBps']:.0f} GB/s of NVLink 3's 300 ({n['a100_nvlink_reached_pct']:.0f} %)" in text
+    assert (
+        f"≈{n['h100_nvswitch_pair_uni_GBps']:.0f} of NVLink 4's 450 ({100 * n['h100_nvswitch_pair_uni_GBps'] / 450:.0f} %)"
+        in text
+    )
+    assert f"≈{n['a100_uni_staged_GBps']:.1f} GB/s instead of {n['a100_uni_p2p_GBps']:.0f}" in text
+    assert f"≈{n['a100_latency_staged_us']:.1f} µs instead of ≈{n['a100_latency_p2p_us']:.1f} µs" in text
+    assert f"(read ÷ write {n['h100_p2p_read_over_write']:.2f} on 8× H100)" in text
+    answers = next(t for t in _markdown() if t.startswith("<details><summary>Answer</summary> 4. **25 GB/s**"))
+    rw = read_write.table()["median_GBps"]
+    assert f"**≈{n['h100_p2p_read_over_write']:.2f}** ({rw.iloc[0]:.2f} ÷ {rw.iloc[1]:.2f} GB/s)" in answers
 
 
 def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
