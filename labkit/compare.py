@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,10 @@ def load_source(spec: str) -> Source:
         host = info.get("host") or env.get("host") or datasets[0].meta["system"]
         date = info.get("created") or env.get("date") or datasets[0].meta["date"]
         return Source(p.resolve().name, _short(host), str(date)[:10], str(spec), datasets, True)
+    if not p.exists() and (os.sep in str(spec) or p.suffix == ".csv"):  # a path, not a dataset's name
+        raise CompareError(f"{spec}: no such folder or file (a profile folder, a dataset's CSV, or a dataset name)")
+    if p.is_file() and p.suffix != ".csv" and not p.name.endswith(".meta.json"):
+        raise CompareError(f"{spec}: not a dataset file (NAME.csv next to NAME.meta.json) nor a profile folder")
     if not p.suffix and (p.parent / f"{p.name}.meta.json").exists():  # data/NAME without extension
         ds = reference.load(p.name, p.parent)
     else:

@@ -30,10 +30,40 @@ def find_notebook(name: str) -> Path:
         return p
     d = notebooks_dir()
     hits = sorted(d.glob(f"{p.stem}*.ipynb")) or sorted(d.glob(f"*{p.stem}*.ipynb"))
-    if len(hits) != 1:
-        have = ", ".join(x.stem for x in sorted(d.glob("*.ipynb")))
-        raise FileNotFoundError(f"no single notebook matches {name!r}; have: {have}")
+    if len(hits) > 1:
+        raise FileNotFoundError(f"{name!r} matches several notebooks: {', '.join(x.stem for x in hits)}")
+    if not hits:
+        have = [x.stem for x in sorted(d.glob("*.ipynb"))]
+        raise FileNotFoundError(f"no notebook named {name!r}; {closest(name, have)}")
     return hits[0]
+
+
+def closest(name: str, choices) -> str:
+    """'did you mean: a, b, c?' — the three closest names (difflib), never a list of every name."""
+    import difflib
+
+    best = difflib.get_close_matches(str(name), list(choices), n=3, cutoff=0.0)
+    return f"did you mean: {', '.join(best)}?" if best else "there are none"
+
+
+def check_reference(ref, flag: str = "reference=") -> None:
+    """Refuse, before any kernel starts, a `reference` that names nothing a notebook can replay.
+
+    A notebook accepts a profile folder or a shipped profile's name, a log file or a folder of logs,
+    a dataset's CSV path, or a dataset name (shipped or imported); see labkit.reference.resolve_reference.
+    """
+    if ref is None:
+        return
+    from . import reference
+
+    if Path(ref).exists() or reference.profile_path(ref) is not None or str(ref) in reference.list_datasets():
+        return
+    if os.sep in str(ref) or Path(ref).suffix:  # a path
+        raise FileNotFoundError(f"{flag} {str(ref)!r}: no such file or folder")
+    names = reference.list_profiles() + reference.list_datasets()
+    raise FileNotFoundError(
+        f"{flag} {str(ref)!r}: no such profile folder, log file, dataset or shipped profile; {closest(ref, names)}"
+    )
 
 
 def available() -> list[Path]:
@@ -145,4 +175,5 @@ def export_html(ipynb: Path) -> Path:
 
 def run_notebooks(names=None, out_dir="artifacts/run", **kw) -> list[dict]:
     paths = [find_notebook(n) for n in names] if names else available()
+    check_reference(kw.get("reference"))  # before any kernel starts
     return [run_notebook(p, out_dir, **kw) for p in paths]

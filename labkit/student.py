@@ -207,14 +207,14 @@ def _atomic_write_notebook(nb, path: Path) -> None:
 
 def build(out_dir, notebooks=None) -> list[Path]:
     """Write student copies of `notebooks` (names or paths; default: every notebook) into out_dir."""
-    import nbformat
-
     paths = [find_notebook(str(n)) for n in notebooks] if notebooks else available()
     if not paths:
         raise FileNotFoundError("no notebooks to convert")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"{out_dir} is a file, not a folder: give --out a folder for the student copies")
+    import nbformat  # after the checks above: its import takes a second or two
+
     if any(Path(p).resolve().parent == out_dir.resolve() for p in paths):
         raise FileExistsError(f"{out_dir} holds the instructor notebooks; write the student edition elsewhere")
     converted = []

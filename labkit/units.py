@@ -6,14 +6,22 @@ import math
 import re
 
 GB = 1e9  # bandwidth unit: 1 GB/s = 1e9 B/s (nccl-tests, bandwidthTest and nvbandwidth all use it)
-KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
+KiB, MiB, GiB, TiB, PiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40, 1 << 50
 
-_BINARY = {"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
-_DECIMAL = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_BINARY = {
+    **{"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB, "PIB": PiB},
+    **{"K": KiB, "M": MiB, "G": GiB, "T": TiB, "P": PiB},
+}
+_DECIMAL = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15}
 
 #: Largest single message any labkit sweep will accept: 64 GiB. Above this a typo is likelier
 #: than a real request (no GPU we target has that much free memory for one buffer).
 MAX_MESSAGE_BYTES = 64 * GiB
+
+#: Largest size the cost-model calculator (`labkit model --size`) accepts: 1024 PiB. A model allocates
+#: nothing, so it takes any size a user types in units up to PiB (a 70B model's bf16 gradients are 140 GB);
+#: the cap only keeps the arithmetic in exact integers.
+MAX_MODELLED_BYTES = 1024 * PiB
 
 #: Largest pinned (page-locked) buffer labkit allocates: 4 GiB. Pinned pages cannot be swapped out, and
 #: pinning a large share of RAM starves the OS (the source of "my machine froze" reports); raise it
@@ -23,8 +31,8 @@ PINNED_CAP_BYTES = 4 * GiB
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
-def parse_size(text: str | int) -> int:
-    """Parse '4MiB', '64M', '512', '1GiB', '32MB' (decimal) into bytes.
+def parse_size(text: str | int, *, maximum: int = MAX_MESSAGE_BYTES) -> int:
+    """Parse '4MiB', '64M', '512', '1GiB', '32MB' (decimal) into bytes, refusing more than `maximum`.
 
     Bare K/M/G are binary (as in nccl-tests' -b/-e flags); 'KB'/'MB'/'GB' are decimal and
     'KiB'/'MiB'/'GiB' binary, so a decimal size is never taken for a binary one.
@@ -32,7 +40,7 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, bool):
         raise TypeError("a size must be an int or a string like '4MiB', not a bool")
     if isinstance(text, int):
-        return check_size(text)
+        return check_size(text, maximum=maximum)
     m = _SIZE_RE.match(str(text))
     if not m:
         raise ValueError(f"cannot read size {text!r}: use bytes or a unit, e.g. '4KiB', '64MiB', '1GiB'")
@@ -46,9 +54,11 @@ def parse_size(text: str | int) -> int:
             f"unknown size unit {m.group(2)!r} in {text!r}: use B, KiB, MiB, GiB (or KB/MB/GB for decimal)"
         )
     nbytes = value * factor
+    if nbytes > maximum:  # before int(): a long enough number is a float infinity
+        return check_size(maximum + 1, maximum=maximum, shown=text)
     if nbytes != int(nbytes):
         raise ValueError(f"size {text!r} is not a whole number of bytes")
-    return check_size(int(nbytes))
+    return check_size(int(nbytes), maximum=maximum)
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -59,7 +69,7 @@ def parse_sizes(text: str) -> list[int]:
     return [parse_size(p) for p in parts]
 
 
-def check_size(nbytes: int, *, maximum: int = MAX_MESSAGE_BYTES) -> int:
+def check_size(nbytes: int, *, maximum: int = MAX_MESSAGE_BYTES, shown: str | None = None) -> int:
     """Return nbytes if it is a positive whole number of bytes no larger than `maximum`."""
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int,)) and not float(nbytes).is_integer():
         raise ValueError(f"size must be a whole number of bytes, got {nbytes!r}")
@@ -68,7 +78,8 @@ def check_size(nbytes: int, *, maximum: int = MAX_MESSAGE_BYTES) -> int:
         raise ValueError(f"size must be at least 1 byte, got {nbytes}")
     if nbytes > maximum:
         raise ValueError(
-            f"size {format_bytes(nbytes)} is above the limit of {format_bytes(maximum)}; check the unit (MiB vs GiB)"
+            f"size {shown or format_bytes(nbytes)} is above the limit of {format_bytes(maximum)}; "
+            "check the unit (MiB vs GiB)"
         )
     return nbytes
 
@@ -97,7 +108,7 @@ def check_pinned_request(nbytes: int, cap: int = PINNED_CAP_BYTES) -> int:
 def format_bytes(nbytes: float) -> str:
     """'4 B', '1 KiB', '1.5 MiB', '1 GiB' — binary prefixes, trailing zeros dropped."""
     n = float(nbytes)
-    for unit, factor in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+    for unit, factor in (("PiB", PiB), ("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if abs(n) >= factor:
             return f"{n / factor:.4g} {unit}"
     return f"{n:.4g} B"

@@ -61,7 +61,7 @@ def test_bench_host_json_records():
         (["bench", "host", "--sizes=-4KiB"], "cannot read size"),
         (["bench", "host", "--sizes", "1TiB"], "above the limit"),
         (["ref", "show", "no_such_dataset"], "no dataset named"),
-        (["model", "--size", "1GiB", "--gpus", "0", "--bandwidth", "10"], "world_size"),
+        (["model", "--size", "1GiB", "--gpus", "0", "--bandwidth", "10"], "--gpus must be positive"),
         (["run", "01", "--mode", "fast"], "invalid choice"),
     ],
 )
@@ -87,7 +87,7 @@ def test_a_bad_rank_count_is_refused_before_anything_starts(bench, ranks, capsys
     err = capsys.readouterr().err
     assert time.monotonic() - t0 < 5  # no rank was started (starting one takes seconds)
     assert _children() - before == set()
-    assert ("MAX_RANKS = 64" if ranks == "10000" else "world_size must be >= 1") in err, err
+    assert ("MAX_RANKS = 64" if ranks == "10000" else "--ranks must be positive") in err, err
     assert "Traceback" not in err
 
 
