@@ -15,6 +15,7 @@ import numpy as np
 from .. import plots
 from ..collectives import RS, bus_factor, busbw, ring_bytes_sent
 from ..models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
+from ..reference import NOT_STATED
 from ..runtime import Found
 from ..units import GB, format_bytes
 from .simulation import RingTrace, simulate_ring_allreduce
@@ -269,7 +270,8 @@ def references_figure(lines, own_records=None, own_label: str = "", impl: str = 
             m = ln["dataset"].meta
             ranks = "?" if ln["world_size"] is None else ln["world_size"]
             nodes = "nodes not stated" if ln["nodes"] is None else f"{ln['nodes']} node(s)"
-            what = f"{m['gpu']} ×{ranks}, {nodes}, {str(ln['config'])[:28]}"
+            gpu = "GPU not stated" if m["gpu"] == NOT_STATED else m["gpu"]
+            what = f"{gpu} ×{ranks}, {nodes}, {str(ln['config'])[:28]}"
             if m.get("your_log"):
                 label = f"your log: {m['your_log']} — {what}"
                 plots.line(ax, ln["nbytes"], ln["busbw_GBps"], label, how=plots.RECORDED, lw=2.2, color=YOUR_LOG_COLOUR)

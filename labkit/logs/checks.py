@@ -7,7 +7,8 @@ maxBytes, common.cu line 1545), and closes every run with `# Out of bounds value
 (util.cu lines 777-778). A run whose last row is a whole step short of the loop's last size, or without those closing
 lines, did not finish (or was cut when pasted).
 
-busbw = algbw × the collective's bus factor (labkit.collectives.bus_factor, nccl-tests doc/PERFORMANCE.md): for
+busbw = algbw × the collective's bus factor of the communicator's rank count, whatever the algorithm (nccl-tests
+src/all_reduce.cu lines 59-65 `AllReduceGetBw`; labkit.collectives.bus_factor, nccl-tests doc/PERFORMANCE.md): for
 all_reduce 2(n−1)/n, for all_gather/reduce_scatter/alltoall (n−1)/n, so busbw/algbw fixes the rank count n; for
 broadcast/reduce/sendrecv the factor is 1 and fixes nothing. Printed numbers are rounded (2 decimals), so each row gives
 an interval of ratios; the rank counts whose factor lies in every row's interval are the candidates: one is "derived",
