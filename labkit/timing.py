@@ -1,6 +1,8 @@
 """Timing: a host timer and a CUDA-event timer with warm-up, repeats and honest statistics.
 
-The method follows triton.testing.do_bench and nvbandwidth:
+The method borrows from triton.testing.do_bench and nvbandwidth, without all of either: no L2 flush
+between samples (do_bench has one) and no spin kernel holding the stream while copies are queued
+(nvbandwidth's; labkit.copies.small_copy adds a blocker where the issue cost matters):
 
 1. warm up (the first calls pay for lazy initialisation, page faults and clock ramp-up);
 2. estimate one call's time and size the inner loop so that one sample lasts at least

@@ -9,7 +9,7 @@ Two shipped measurements (notebook 02):
   114.10 GB/s H2D aggregate is two saturated uplinks, ~57 GB/s each, 14.26 GB/s per GPU); only the
   difference between group A (two switches on two root complexes) and group B (two switches on one root
   complex, 73.09 GB/s) shows the shared root complex.
-Values are as recorded (the P100's in bandwidthTest's MB/s, as printed); ratios are unit-free.
+Values are as recorded (the P100's in bandwidthTest's "MB/s", as printed — MiB/s by its formula); ratios are unit-free.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def host_placement_table():
                     "case": case,
                     "direction": direction.lower(),
                     "value": v,
-                    "unit": "MB/s (bandwidthTest)",
+                    "unit": "MiB/s (bandwidthTest printed 'MB/s')",
                     "vs_best": v / local,
                     "dataset": NUMA,
                 }
