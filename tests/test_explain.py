@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.explain import command, explain, explain_run, load_runs, rules
+from labkit.explain import command, context, explain, explain_run, load_runs, rules
+from labkit.explain.runs import derived_world_size
 
 RAW = Path(__file__).resolve().parents[1] / "data" / "raw"
 LOG_290 = RAW / "nccl_all_reduce_perf__H100_1node_NVLS_and_2node_IB_NDR_default_vs_RING__nccltests_issue290.txt"
@@ -196,11 +197,55 @@ def test_text_report_states_verdict_expectation_and_causes():
 
 
 # --------------------------------------------------------------------------- the rules, one at a time
-def _context(source, **facts):
-    runs = load_runs(source)
-    run = runs[facts.pop("run", 1) - 1]
-    r = explain_run(run, runs, **facts)
-    return r, run
+def _ctx(source, run=1, op="all_reduce", env=None, **facts):
+    runs = load_runs(str(source))
+    r = runs[run - 1]
+    if env is not None:  # the rule's input, stated for the test; not a claim about that run
+        r.env = env
+    if r.world_size is None:
+        r.world_size, r.world_size_basis = derived_world_size(op, r.points), "derived from busbw/algbw"
+    return context(r, op, **facts)[0]
+
+
+def test_nics_worth_counts_the_nics_a_plateau_amounts_to():
+    c = _ctx(DS_290, run=3, system="h100_ndr_8nic")  # the ring run: NCCL_ALGO=RING in its config
+    cause = rules.nics_worth(c)
+    assert c.node_network_GBps() == pytest.approx(89.90)  # a ring's busbw is what crosses the NICs
+    assert "about 1.9 NICs' worth" in cause.title and "46-48 GB/s" in cause.evidence
+    assert "happens to equal one NIC's rate" in cause.evidence  # algbw 47.95 vs 47 per NIC: a coincidence
+    assert rules.nics_worth(_ctx(LOG_P4D, system="p4d_efa")) is None  # healthy: no shortfall
+
+
+def test_two_node_tree_only_above_the_nic_sum_at_two_nodes():
+    alps2 = _ctx(LOG_ALPS, run=2, system="alps_gh200")  # 158.28 GB/s over 4 x 25 GB/s NICs
+    assert rules.two_node_tree(alps2).id == "two_node_tree" and "175 GB/s" in rules.two_node_tree(alps2).evidence
+    assert rules.two_node_tree(_ctx(LOG_P4D, system="p4d_efa")) is None  # 43.8 < its 4 x 12.5 NIC sum
+    assert rules.two_node_tree(_ctx(DS_290, run=1, system="h100_ndr_8nic")) is None  # one node
+
+
+def test_nvls_off_when_the_run_says_so_or_matches_the_ring():
+    ds = "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering"
+    runs = [r for r in explain(ds, system="h200_node") if "world_size=8" in r["run"]]
+    off = next(r for r in runs if "NCCL_NVLS_ENABLE=0" in r["run"])
+    default = next(r for r in runs if "default" in r["run"])
+    assert off["verdict"] == "healthy" and off["algorithm"] == "ring"  # compared with NCCL's pick without NVLS
+    assert off["causes"][0]["id"] == "nvls_off" and "NCCL_NVLS_ENABLE=0" in off["causes"][0]["evidence"]
+    assert default["algorithm"] == "nvls" and "nvls_off" not in [c["id"] for c in default["causes"]]
+
+
+def test_socket_gdr_and_small_sweep_rules_read_their_evidence():
+    assert rules.socket_transport(_ctx(LOG_P4D, system="p4d_efa")) is None
+    sock = rules.socket_transport(_ctx(LOG_P4D, system="p4d_efa", env={"NCCL_NET": "Socket"}))
+    assert sock.id == "socket_transport" and "NCCL_NET=Socket" in sock.evidence
+    gdr = rules.gdr_off(_ctx(LOG_P4D, system="p4d_efa", env={"NCCL_NET_GDR_LEVEL": "LOC"}))
+    assert gdr.id == "gdr_off" and "NCCL_NET_GDR_LEVEL=LOC" in gdr.evidence
+    assert rules.gdr_off(_ctx(LOG_P4D, system="p4d_efa")) is None
+    assert rules.gdr_off(_ctx(DS_290, run=1, system="h100_ndr_8nic", env={"NCCL_NET_GDR_LEVEL": "LOC"})) is None
+    # nccl-tests#287's 4x RTX 5090 (PCIe only) stops at 128 MiB yet is healthy: no "sweep too small", no NVLink to miss
+    rtx = RAW / "nccl_all_reduce_perf_and_p2p__4xRTX5090_PCIeGen5_noP2P__nccltests_issue287.txt"
+    small = _ctx(rtx, nodes=1, gpus_per_node=4, pcie_only=True)
+    assert small.size == 128 * 2**20 and small.ratio >= rules.HEALTHY_RATIO
+    assert rules.small_sweep(small) is None and rules.pcie_not_nvlink(small) is None
 
 
 def test_each_cause_rule_fires_only_on_its_evidence():
@@ -210,6 +255,12 @@ def test_each_cause_rule_fires_only_on_its_evidence():
     p4d, _ = _context(str(LOG_P4D), op="all_reduce", system="p4d_efa")
     assert [c["id"] for c in p4d["causes"]] == ["ring_not_pick"]  # 43.8 GB/s: the ring, not the model's tree
     assert "gdr_off" not in [c["id"] for c in p4d["causes"]]  # the p4d log's channels are not shown as non-GDR
+
+
+def _context(source, **facts):
+    runs = load_runs(source)
+    run = runs[facts.pop("run", 1) - 1]
+    return explain_run(run, runs, **facts), run
 
 
 def test_rules_are_small_separate_functions():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import model, rules
 from .runs import Run, derived_world_size, load_runs
 
-__all__ = ["explain", "explain_run", "load_runs", "Run"]
+__all__ = ["context", "explain", "explain_run", "load_runs", "Run"]
 
 UNITS = "busbw: nccl-tests' bus bandwidth per rank, GB/s = 1e9 B/s, unidirectional (per direction)"
 
@@ -48,6 +48,8 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
             flags = ", ".join("--" + f.replace("_GBps", "-bandwidth").replace("_", "-") for f in given)
             raise ValueError(f"give either --system or the hardware flags ({flags}), not both")
         system, f = model.preset(facts["system"])
+        if nodes == 1 and g < f.gpus_per_node:  # a run on some of one node's GPUs
+            system, f = model.subset(system, g, facts["system"])
         if f.gpu and log_gpu and f.gpu != log_gpu:
             raise ValueError(f"--system {facts['system']} is a {f.gpu} system, but {run.label} states GPU {run.gpu}")
         if f.gpus_per_node != g:
@@ -96,6 +98,27 @@ def _layout(run: Run, facts: dict) -> tuple[int, int, int]:
     return N, nodes, N // nodes
 
 
+def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
+    """What the rules see of a valid run: its layout, the hardware, the model's pick and the expectation it is
+    compared with. Returns (context, the model's system, where the algorithm comes from)."""
+    size, busbw, algbw = run.plateau()
+    N, nodes, g = _layout(run, facts)
+    system, hw = _hardware(run, nodes, g, facts)
+    algo, basis = _algorithm(run, facts.get("algorithm"))
+    with_nvls = None
+    if run.env.get("NCCL_NVLS_ENABLE") == "0" and hw.nvls:  # the run turned NVLS off: NCCL picks without it
+        with_nvls = model.predict(system, nodes, size, op=op)
+        system, hw = model.without_nvls(system, hw)
+    pick = model.predict(system, nodes, size, op=op)
+    expected = model.predict(system, nodes, size, op=op, algorithm=algo) if algo else pick
+    short_of_pick = busbw < rules.HEALTHY_RATIO * pick.busbw_GBps
+    if not algo and short_of_pick and pick.algorithm != "ring" and busbw >= rules.HEALTHY_RATIO * pick.ring_busbw_GBps:
+        expected = model.predict(system, nodes, size, op=op, algorithm="ring")
+        basis = "not stated; the run matches the model's ring (NCCL may pick ring at this size)"
+    ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None, with_nvls)
+    return ctx, system, basis
+
+
 def explain_run(run: Run, runs: list[Run], **facts) -> dict:
     """One run's verdict, expectation and causes, as the JSON record `labkit explain --json` prints."""
     given_op = facts.get("op")
@@ -126,16 +149,8 @@ def explain_run(run: Run, runs: list[Run], **facts) -> dict:
         return {**out, "verdict": "invalid", "invalid_reasons": invalid, "causes": []}
     if op is None:
         raise ValueError(f"{run.label}: the log does not name its collective: give --op (e.g. --op all_reduce)")
-    N, nodes, g = _layout(run, facts)
-    system, hw = _hardware(run, nodes, g, facts)
-    algo, basis = _algorithm(run, facts.get("algorithm"))
-    pick = model.predict(system, nodes, size, op=op)
-    expected = model.predict(system, nodes, size, op=op, algorithm=algo) if algo else pick
-    short_of_pick = busbw < rules.HEALTHY_RATIO * pick.busbw_GBps
-    if not algo and short_of_pick and pick.algorithm != "ring" and busbw >= rules.HEALTHY_RATIO * pick.ring_busbw_GBps:
-        expected = model.predict(system, nodes, size, op=op, algorithm="ring")
-        basis = "not stated; the run matches the model's ring (NCCL may pick ring at this size)"
-    ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None)
+    ctx, system, basis = context(run, op, **{k: v for k, v in facts.items() if k != "op"})
+    expected, pick, nodes, hw = ctx.expected, ctx.pick, ctx.nodes, ctx.facts
     below = [
         int(n)
         for n, b in run.curve()
@@ -145,9 +160,9 @@ def explain_run(run: Run, runs: list[Run], **facts) -> dict:
     verdict = "healthy" if ctx.ratio >= rules.HEALTHY_RATIO else "below_expected"
     return {
         **out,
-        "world_size": N,
+        "world_size": ctx.world_size,
         "nodes": nodes,
-        "gpus_per_node": g,
+        "gpus_per_node": ctx.world_size // nodes,
         "verdict": verdict,
         "expected_busbw_GBps": expected.busbw_GBps,
         "algorithm": expected.algorithm,

@@ -92,6 +92,17 @@ def preset(name: str):
     return cluster.preset(name), _facts(cluster.preset(name), name)
 
 
+def subset(system, gpus: int, name: str):
+    """The same node type running on `gpus` of its GPUs (one node: the NVLink/NVSwitch per GPU is unchanged)."""
+    sub = dataclasses.replace(system, gpus_per_node=gpus)
+    return sub, _facts(sub, f"{name} ({gpus} of its {system.gpus_per_node} GPUs)")
+
+
+def without_nvls(system, facts: Facts):
+    """The system with NVLink SHARP off (NCCL_NVLS_ENABLE=0)."""
+    return dataclasses.replace(system, nvls=False), dataclasses.replace(facts, nvls=False)
+
+
 def system_from_facts(
     *,
     gpus_per_node: int,

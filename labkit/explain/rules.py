@@ -57,6 +57,7 @@ class Context:
     expected: Expected  # the model's, for the algorithm the verdict compares with
     pick: Expected  # what NCCL would pick (the model's)
     algorithm_stated: bool  # NCCL_ALGO (log, dataset config or --algorithm) named the algorithm
+    with_nvls: Expected | None = None  # NCCL's pick had NVLS been on (the run set NCCL_NVLS_ENABLE=0)
 
     @property
     def ratio(self) -> float:
@@ -174,20 +175,26 @@ def pcie_not_nvlink(c: Context) -> Cause | None:
 
 
 def nvls_off(c: Context) -> Cause | None:
-    """The model expects NVLS (NVLink SHARP) but the run matches the ring over NVLink."""
-    stated = c.run.env.get("NCCL_NVLS_ENABLE") == "0"
-    if not c.facts.nvls or c.pick.algorithm not in ("nvls", "nvls_tree") or c.ratio >= HEALTHY_RATIO and not stated:
+    """NVLS (NVLink SHARP) is off: the run says so, or it matches the ring where the model expects NVLS."""
+    if c.with_nvls is not None:  # NCCL_NVLS_ENABLE=0 in the log or config
+        return Cause(
+            "nvls_off",
+            "NVLS (NVLink SHARP) turned off by NCCL_NVLS_ENABLE=0",
+            f"the run sets NCCL_NVLS_ENABLE=0, so it is compared with NCCL's pick without NVLS ({c.pick.algorithm}, "
+            f"{c.pick.busbw_GBps:.1f} GB/s); with NVLS the model expects {c.with_nvls.algorithm} at "
+            f"{c.with_nvls.busbw_GBps:.1f} GB/s",
+            0.8 if c.with_nvls.busbw_GBps > c.busbw / HEALTHY_RATIO else 0.3,
+        )
+    if not c.facts.nvls or c.pick.algorithm not in ("nvls", "nvls_tree") or c.ratio >= HEALTHY_RATIO:
         return None
-    near_ring = 0.85 <= c.busbw / c.pick.ring_busbw_GBps <= 1.1
-    if not (near_ring or stated):
+    if not 0.85 <= c.busbw / c.pick.ring_busbw_GBps <= 1.1:
         return None
-    why = "the log sets NCCL_NVLS_ENABLE=0; " if stated else ""
     return Cause(
         "nvls_off",
         "NVLS (NVLink SHARP) evidently off",
-        f"{why}{c.busbw:.1f} GB/s matches the model's ring over NVLink ({c.pick.ring_busbw_GBps:.1f}), not "
+        f"{c.busbw:.1f} GB/s matches the model's ring over NVLink ({c.pick.ring_busbw_GBps:.1f}), not "
         f"{c.pick.algorithm} ({c.pick.busbw_GBps:.1f}); NVLS needs NVSwitch multicast (fabric manager running, "
-        "CUDA driver and NCCL >= 2.17) and enough GPUs; NCCL_NVLS_ENABLE=0 turns it off",
+        "a CUDA driver and NCCL >= 2.17 that support it) and enough GPUs; NCCL_NVLS_ENABLE=0 turns it off",
         0.8,
     )
 
@@ -220,13 +227,20 @@ def gdr_off(c: Context) -> Cause | None:
 
 def socket_transport(c: Context) -> Cause | None:
     """NCCL fell back to TCP sockets instead of InfiniBand/RoCE."""
-    if c.nodes < 2 or not re.search(r"NET/Socket|Using network Socket", c.run.log_text):
+    env = c.run.env
+    if env.get("NCCL_NET", "").lower() == "socket" or env.get("NCCL_IB_DISABLE") == "1":
+        why = "the run sets " + " ".join(f"{k}={env[k]}" for k in ("NCCL_NET", "NCCL_IB_DISABLE") if k in env)
+    elif re.search(r"NET/Socket|Using network Socket", c.run.log_text):
+        why = "the log shows NCCL's Socket transport (NET/Socket): the IB plugin or devices were not found"
+    else:
+        return None
+    if c.nodes < 2:
         return None
     return Cause(
         "socket_transport",
         "NCCL used TCP sockets, not InfiniBand/RoCE",
-        "the log shows NCCL's Socket transport (NET/Socket): the IB plugin or devices were not found "
-        "(NCCL_IB_DISABLE, missing rdma-core/libibverbs in the container, NCCL_IB_HCA naming no device)",
+        f"{why} (NCCL_IB_DISABLE, NCCL_NET=Socket, missing rdma-core/libibverbs in the container, or NCCL_IB_HCA "
+        "naming no device): sockets cost CPU and rarely reach a NIC's RDMA rate",
         0.95,
     )
 

@@ -20,6 +20,7 @@ _FACTOR = {
     "alltoall": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
 }
 _ALGO = re.compile(r"\bNCCL_ALGO=(\S+)")
+_ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+)=([^\s,;()]+)")
 
 
 @dataclasses.dataclass
@@ -158,7 +159,9 @@ def from_dataset(name: str) -> list[Run]:
         desc = ", ".join(f"{k}={v}" for k, v in by.items() if v == v and v is not None)
         ws, nodes = _num(by.get("world_size")), _num(by.get("nodes"))
         run = Run(f"{name} ({desc})", name, op, points, gpu=str(meta.get("gpu") or ""))
-        run.algo_env = _algo({}, str(by.get("config") or ""))
+        config = str(by.get("config") or "")
+        run.env = dict(_ENV.findall(config))  # NCCL_* settings the dataset's config names
+        run.algo_env = _algo(run.env, config)
         if ws:
             run.world_size, run.world_size_basis = int(ws), "stated"
         if nodes:
