@@ -393,10 +393,17 @@ _BENCH_FLAG_CHECKS = {
 }
 
 
-def _check_bench_flags(parser: argparse.ArgumentParser) -> None:
-    """Put _BENCH_FLAG_CHECKS in front of each matching flag's own type (which still makes the value)."""
+#: The same for `labkit explain`'s hardware flags (labkit.explain.command defines them).
+_EXPLAIN_FLAG_CHECKS = {
+    **dict.fromkeys(("--nodes", "--gpus-per-node", "--nics-per-node", "--run"), _whole(1)),
+    **dict.fromkeys(("--nvlink-bandwidth", "--nic-bandwidth"), _real(0.0)),
+}
+
+
+def _check_flags(parser: argparse.ArgumentParser, checks: dict) -> None:
+    """Put `checks` in front of each matching flag's own type (which still makes the value)."""
     for action in parser._actions:
-        check = next((_BENCH_FLAG_CHECKS[f] for f in action.option_strings if f in _BENCH_FLAG_CHECKS), None)
+        check = next((checks[f] for f in action.option_strings if f in checks), None)
         if check is not None:
             action.type = _checked(check, action.type)
 
@@ -452,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
         if mod is None:
             continue
         mod.add_arguments(bp)
-        _check_bench_flags(bp)
+        _check_flags(bp, _BENCH_FLAG_CHECKS)
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("ref", help="reference datasets")
@@ -560,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("explain", help="is my nccl-tests number normal? verdict, expected busbw, likely causes")
     explain_cmd.add_arguments(ex)
+    _check_flags(ex, _EXPLAIN_FLAG_CHECKS)
     ex.set_defaults(func=explain_cmd.cmd_explain)
     return p
 

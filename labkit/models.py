@@ -132,12 +132,12 @@ def allreduce_time(
     N = int(world_size)
     if N < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    if nbytes < 0:
-        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-    if bandwidth_GBps <= 0:
-        raise ValueError(f"bandwidth_GBps must be positive, got {bandwidth_GBps}")
-    if latency_s < 0:
-        raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+    if not math.isfinite(nbytes) or nbytes < 0:
+        raise ValueError(f"nbytes must be a finite number >= 0, got {nbytes}")
+    if not math.isfinite(bandwidth_GBps) or bandwidth_GBps <= 0:
+        raise ValueError(f"bandwidth_GBps must be a finite number > 0, got {bandwidth_GBps}")
+    if not math.isfinite(latency_s) or latency_s < 0:
+        raise ValueError(f"latency_s must be a finite number >= 0, got {latency_s}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}")
     if N == 1:
