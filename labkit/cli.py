@@ -585,7 +585,7 @@ def main(argv=None) -> int:
     command = "labkit"
     try:
         args = build_parser().parse_args(argv)
-        command = f"labkit {args.command}"
+        command = f"labkit {args.command}" + (f" {args.experiment}" if args.command == "bench" else "")
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, rather than at interpreter exit
         return code
