@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from ..reference import load
-from ..system import nvml_gpus
+from ..system import no_nvidia_driver, nvml_gpus
 
 #: A recorded link far below its siblings with gen and width not reported: nvbandwidth issue #6 (4x H100 VM).
 RECORDED_OUTLIER = "nvbandwidth_h2d_h100_vm_4gpu_issue6_points"
@@ -48,6 +49,8 @@ def _replays() -> dict[str, int | None]:
 
 def _torch_buses() -> list[tuple[str, str]]:
     """(name, PCI bus id as NVML prints it) for each GPU torch sees, in torch's (CUDA's) order."""
+    if "torch" not in sys.modules and no_nvidia_driver():
+        return []  # no GPU can exist here: do not pay torch's import (seconds) to find none
     try:
         import torch
 
@@ -76,8 +79,9 @@ def device_order():
         f"CUDA_DEVICE_ORDER={order_env!r}" + ("" if order_env else " (unset: CUDA's default, FASTEST_FIRST)"),
         f"CUDA_VISIBLE_DEVICES={visible!r}" + ("" if visible is not None else " (unset: every GPU visible)"),
     ]
-    smi = {(g.get("bus_id") or "").upper(): g["index"] for g in nvml_gpus()[0]}
-    replays = _replays()
+    driver = not no_nvidia_driver()  # without an NVIDIA driver NVML has nothing to say: skip loading it
+    smi = {(g.get("bus_id") or "").upper(): g["index"] for g in nvml_gpus()[0]} if driver else {}
+    replays = _replays() if driver else {}
     rows = [
         {
             "cuda_index": i,
