@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from labkit.explain import command, context, explain, explain_run, load_runs, rules
-from labkit.explain.runs import derived_world_size
+from labkit.explain.runs import derive_world_size
 
 RAW = Path(__file__).resolve().parents[1] / "data" / "raw"
 LOG_290 = RAW / "nccl_all_reduce_perf__H100_1node_NVLS_and_2node_IB_NDR_default_vs_RING__nccltests_issue290.txt"
@@ -132,9 +132,13 @@ def test_a_log_where_every_rank_ran_alone_is_invalid(tmp_path):
 
 
 # --------------------------------------------------------------------------- contradictions and bad input
-def test_an_op_that_contradicts_the_named_binary_is_refused():
+def test_an_op_that_contradicts_the_named_binary_or_the_numbers_is_refused():
     with pytest.raises(ValueError, match=r"--op all_gather contradicts the log.*all_reduce"):
         explain(str(LOG_2080), op="all_gather", nvlink_GBps=10.0)
+    # the #290 ring table's busbw/algbw = 89.90/47.95 = 1.875: an all-reduce's 2(n-1)/n, no broadcast or all-gather
+    for op, why in (("broadcast", "prints busbw = algbw"), ("all_gather", "fits no rank count")):
+        with pytest.raises(ValueError, match=f"--op {op} contradicts the numbers.*{why}"):
+            explain(str(LOG_290), run=3, op=op, nodes=2, system="h100_ndr_8nic")
 
 
 @pytest.mark.parametrize(
@@ -202,8 +206,7 @@ def _ctx(source, run=1, op="all_reduce", env=None, **facts):
     r = runs[run - 1]
     if env is not None:  # the rule's input, stated for the test; not a claim about that run
         r.env = env
-    if r.world_size is None:
-        r.world_size, r.world_size_basis = derived_world_size(op, r.points), "derived from busbw/algbw"
+    derive_world_size(r, op)
     return context(r, op, **facts)[0]
 
 

@@ -12,7 +12,7 @@ small rules (labkit.explain.rules), ranked by how strongly the run's numbers poi
 from __future__ import annotations
 
 from . import model, rules
-from .runs import Run, derived_world_size, load_runs
+from .runs import Run, derive_world_size, load_runs
 
 __all__ = ["context", "explain", "explain_run", "load_runs", "Run"]
 
@@ -89,7 +89,9 @@ def _layout(run: Run, facts: dict) -> tuple[int, int, int]:
         raise ValueError(f"{run.label}: the log does not say how many nodes ran it: give --nodes N")
     if N is None:
         if g is None:
-            raise ValueError(f"{run.label}: the log does not say how many ranks ran it: give --gpus-per-node G")
+            raise ValueError(
+                f"{run.label}: the log does not say how many ranks ran it ({run.world_size_basis}): give --gpus-per-node G"
+            )
         N = nodes * g
     if N % nodes:
         raise ValueError(f"--nodes {nodes} does not divide the {N} ranks of {run.label} ({run.world_size_basis})")
@@ -124,8 +126,7 @@ def explain_run(run: Run, runs: list[Run], **facts) -> dict:
     given_op = facts.get("op")
     _refuse_contradiction("--op", given_op, run.op, "the collective", run)
     op = run.op or given_op
-    if run.world_size is None and (n := derived_world_size(op, run.points)) is not None:
-        run.world_size, run.world_size_basis = n, "derived from busbw/algbw"
+    derive_world_size(run, op, "--op" if run.op is None else "the log's collective")
     size, busbw, algbw = run.plateau()
     out = {
         "run": run.label,

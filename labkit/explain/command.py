@@ -53,7 +53,7 @@ def render(r: dict) -> str:
     """The text report of one run."""
     head = f"{r['run']}: {r['op'] or 'collective not named'}"
     if r.get("gpus_per_node"):
-        basis = "" if r["world_size_basis"] == "stated" else f" ({r['world_size_basis']})"
+        basis = " (derived from busbw/algbw)" if r["world_size_basis"].startswith("derived") else ""
         head += f", {r['world_size']} ranks{basis} on {r['nodes']} node(s) x {r['gpus_per_node']} GPUs"
     head += f"{', ' + r['gpu'] if r['gpu'] else ''}{', NCCL ' + r['nccl_version'] if r['nccl_version'] else ''}"
     lines = [head]

@@ -10,15 +10,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from .. import logs, reference
+from .. import collectives, logs, reference
 
-#: nccl-tests' bus factors (doc/PERFORMANCE.md) as functions of the rank count n, and their inverses.
-_FACTOR = {
-    "all_reduce": (lambda n: 2 * (n - 1) / n, lambda f: 2 / (2 - f)),
-    "all_gather": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
-    "reduce_scatter": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
-    "alltoall": (lambda n: (n - 1) / n, lambda f: 1 / (1 - f)),
-}
 _ALGO = re.compile(r"\bNCCL_ALGO=(\S+)")
 _ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+)=([^\s,;()]+)")
 
@@ -43,6 +36,7 @@ class Run:
     out_of_bounds: str | None = None
     wrong_is_count: bool = True  # False for old logs whose 'error' column is a deviation, not a count
     log_text: str = ""  # the whole log (for NCCL INFO evidence); empty for datasets
+    table: object = None  # algbw/busbw as printed (a DataFrame), for the rank count they fix
 
     def plateau(self) -> tuple[float, float, float]:
         """(nbytes, busbw, algbw) at the largest size, out-of-place where both placements were printed."""
@@ -68,23 +62,26 @@ def _num(v) -> float | None:
     return x if x == x else None
 
 
-def derived_world_size(op: str | None, points: list[tuple]) -> int | None:
-    """The rank count that busbw / algbw fixes (all_reduce: 2(n-1)/n), if every printed pair agrees with it."""
-    if op not in _FACTOR:
-        return None
-    factor, inverse = _FACTOR[op]
-    pairs = [(a, b) for _n, _p, a, b, _w in points if a and b and a >= 1.0]
-    if not pairs:
-        return None
-    a, b = max(pairs)
-    f = b / a
-    if not 0 < f < (2 if op == "all_reduce" else 1):
-        return None
-    n = round(inverse(f))
-    if n < 2:
-        return None
-    ok = all(abs(b - a * factor(n)) <= 0.011 + 0.006 * factor(n) + 1e-9 for a, b in pairs)  # printed to 2 decimals
-    return n if ok else None
+def derive_world_size(run: "Run", op: str | None, who: str = "--op") -> None:
+    """Fill in the rank count busbw/algbw fixes for `op` when the source states none (labkit.logs.checks.rank_count:
+    each printed pair's rounding interval; 'derived' only when exactly one rank count fits every row)."""
+    if op is None or run.table is None:
+        return
+    rc = logs.checks.rank_count(op, run.table, collectives.bus_factor)
+    if rc.status == "inconsistent":
+        raise ValueError(f"{who} {op} contradicts the numbers of {run.label}: {rc.describe()}")
+    ratios = [b / a for _n, _p, a, b, _w in run.points if a and b and a >= 1.0]
+    if rc.status == "not fixed" and ratios and max(abs(r - 1) for r in ratios) > 0.01:
+        raise ValueError(
+            f"{who} {op} contradicts the numbers of {run.label}: busbw/algbw = {ratios[-1]:.4g}, "
+            f"but {op} prints busbw = algbw"
+        )
+    if run.world_size is not None:
+        return
+    if rc.status == "derived":
+        run.world_size, run.world_size_basis = rc.world_size, f"derived: {rc.describe()}"
+    else:
+        run.world_size_basis = f"not stated: {rc.describe()}"
 
 
 def _algo(env: dict, config: str | None) -> str | None:
@@ -125,10 +122,13 @@ def from_log(path: Path, text: str) -> list[Run]:
             wrong_is_count=not any(re.fullmatch(r"\d*\.\d+|\d+e-?\d+", str(p[4] or "")) for p in points),
             log_text=text,
         )
+        run.table = f[["algbw_GBps", "busbw_GBps"]]
         if len(stated) == 1:
             run.world_size, run.world_size_basis = stated.pop(), "stated"
-        elif (n := derived_world_size(op, points)) is not None:
-            run.world_size, run.world_size_basis = n, "derived from busbw/algbw"
+        try:
+            derive_world_size(run, op, "the log's collective")
+        except ValueError:
+            pass  # said when the run is explained (explain_run), not while the file is read
         if len(nodes) == 1:
             run.nodes = nodes.pop()
         runs.append(run)
@@ -162,6 +162,8 @@ def from_dataset(name: str) -> list[Run]:
         config = str(by.get("config") or "")
         run.env = dict(_ENV.findall(config))  # NCCL_* settings the dataset's config names
         run.algo_env = _algo(run.env, config)
+        if "algbw_GBps" in g:
+            run.table = g[["algbw_GBps", "busbw_GBps"]].astype(str)
         if ws:
             run.world_size, run.world_size_basis = int(ws), "stated"
         if nodes:
