@@ -4,6 +4,7 @@ import pytest
 
 from labkit import reference
 from labkit.copies import curves as lc
+from labkit.copies import small_copy as sc
 
 
 @pytest.mark.notebook
@@ -109,6 +110,17 @@ def test_nb01_text_quotes_the_data():
         in md
     )
     assert f"{packed / (h2d.bandwidth_GBps.max() * 1e9) * 1e3 + fit.latency_s * 1e3:.2f} ms)" in md
+    # Q5's small copy and the per-call D2H cost (the no-blocker floor up to 128 KiB), Q4's plateaus
+    f = reference.load("h100_vm_labkit_gpu_copy_sweep").frame
+    pinned = f[f.memory == "pinned"].set_index(["direction", "nbytes"])
+    small = pinned.loc[("h2d", 4096)]
+    assert f"4 KiB pinned H2D copy took {small.time_s * 1e6:.1f} µs ({small.bandwidth_GBps:.2f} GB/s" in md
+    floor = sorted(
+        r["d2h_us (no blocker)"] for r in sc.recorded_floor(sc.RECORDED_SWEEP).data if r["bytes"] <= 128 << 10
+    )
+    assert f"~{floor[len(floor) // 2]:.1f} µs per `copy_()` call for D2H" in md
+    top = pinned.xs(1 << 30, level="nbytes").bandwidth_GBps
+    assert f"reached {top['h2d']:.2f} (H2D) / {top['d2h']:.2f} (D2H)" in md
     # Q4: header overheads on Gen5 x16
     gen5 = models.pcie_spec(5).bandwidth_GBps
     assert (

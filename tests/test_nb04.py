@@ -90,6 +90,9 @@ def _summary_quotes_the_run(r):
     assert f"≈{n['a100_uni_staged_GBps']:.1f} GB/s instead of {n['a100_uni_p2p_GBps']:.0f}" in text
     assert f"≈{n['a100_latency_staged_us']:.1f} µs instead of ≈{n['a100_latency_p2p_us']:.1f} µs" in text
     assert f"(read ÷ write {n['h100_p2p_read_over_write']:.2f} on 8× H100)" in text
+    q3 = next(t for t in _markdown() if "reaches ~" in t and "per pair" in t)
+    pair = n["h100_nvswitch_pair_uni_GBps"]
+    assert f"reaches ~{pair:.0f} GB/s per pair (≈{100 * pair / 450:.0f}% of 450" in q3
     answers = next(t for t in _markdown() if t.startswith("<details><summary>Answer</summary> 4. **25 GB/s**"))
     rw = read_write.table()["median_GBps"]
     assert f"**≈{n['h100_p2p_read_over_write']:.2f}** ({rw.iloc[0]:.2f} ÷ {rw.iloc[1]:.2f} GB/s)" in answers
