@@ -8,12 +8,24 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 
 import numpy as np
 
 from .units import format_bytes
 
 MEASURED, RECORDED, MODEL, SPEC = "measured", "recorded", "model", "spec"
+
+#: the smallest legend text a reader can read on a laptop screen or a projector (points)
+LEGEND_FONTSIZE = 8
+#: colours for series that would otherwise look alike: matplotlib's tab10, then the darker tab20b/tab20c
+#: shades (twenty in all, each told apart from the others and from white)
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363",
+)  # fmt: skip
+# "recorded: recorded: x" → "recorded: x" (a label built from a label that already said where it came from)
+_DOUBLED_PREFIX = re.compile(r"^((?:recorded|measured here|measured|model|spec): )(?:\1)+", re.I)
 
 # Inside `detached_figures()`: the list that collects the figures `figure()` makes, off pyplot.
 _detached: contextvars.ContextVar[list | None] = contextvars.ContextVar("labkit_detached_figures", default=None)
@@ -105,8 +117,106 @@ def finish(ax, title: str, xlabel: str, ylabel: str, source: str | None = None, 
     ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.3)
     if legend and ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=LEGEND_FONTSIZE, loc="best")
     return ax
+
+
+def _look(artist) -> tuple | None:
+    """How a legend entry looks (colour, line style, marker, marker fill); None for what is not a line."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+
+    if not isinstance(artist, Line2D):
+        return None
+    fill = artist.get_markerfacecolor()
+    fill = "none" if isinstance(fill, str) and fill == "none" else "filled"
+    return (to_hex(artist.get_color()), artist.get_linestyle(), artist.get_marker(), fill)
+
+
+def _recolour(artist, colour) -> None:
+    artist.set_color(colour)
+    artist.set_markeredgecolor(colour)
+    if not (isinstance(artist.get_markerfacecolor(), str) and artist.get_markerfacecolor() == "none"):
+        artist.set_markerfacecolor(colour)
+
+
+def _tidy_legend(legend, artists: list) -> None:
+    """One legend: single provenance prefixes, no two lines that look alike, text at least LEGEND_FONTSIZE."""
+    from matplotlib.colors import to_hex
+
+    texts = legend.get_texts()
+    shown = list(zip(artists, texts, legend.legend_handles))
+    used = {look[0] for a, _, _ in shown if a is not None and (look := _look(a))}
+    seen = set()
+    for artist, text, proxy in shown:
+        label = _DOUBLED_PREFIX.sub(r"\1", text.get_text())
+        if label != text.get_text():
+            text.set_text(label)
+            if artist is not None:
+                artist.set_label(label)
+        if text.get_fontsize() < LEGEND_FONTSIZE:
+            text.set_fontsize(LEGEND_FONTSIZE)
+        look = _look(artist) if artist is not None else None
+        if look is None:
+            continue
+        if look in seen:  # a reader could not tell this line from an earlier one: give it a colour of its own
+            colour = next((c for c in PALETTE if c not in used), None)
+            if colour is not None:
+                used.add(colour)
+                _recolour(artist, colour)
+                if proxy is not None and hasattr(proxy, "set_markeredgecolor"):
+                    _recolour(proxy, colour)
+                look = _look(artist)
+        seen.add(look)
+        used.add(to_hex(artist.get_color()))
+    if legend.get_title().get_text() and legend.get_title().get_fontsize() < LEGEND_FONTSIZE:
+        legend.get_title().set_fontsize(LEGEND_FONTSIZE)
+
+
+def _legend_artists(legend, candidates) -> list:
+    """The artists a legend stands for, in its order (matched by label, as matplotlib made it)."""
+    by_label = {}
+    for a in candidates:
+        by_label.setdefault(a.get_label(), a)
+    return [by_label.get(t.get_text()) for t in legend.get_texts()]
+
+
+def tidy(fig):
+    """Make a figure's legends legible; return the figure.
+
+    Every legend entry keeps one provenance prefix ("recorded: recorded: x" → "recorded: x"), lines
+    that would look the same in a legend (colour, style, marker) get colours of their own from
+    PALETTE, and legend text is at least LEGEND_FONTSIZE points. Nothing about the data changes.
+    `runtime.Session.figure` calls this for every figure a notebook draws.
+    """
+    every = [a for ax in fig.axes for a in ax.get_children() if hasattr(a, "get_label")]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            _tidy_legend(legend, _legend_artists(legend, [a for a in ax.get_children() if hasattr(a, "get_label")]))
+    for legend in fig.legends:
+        _tidy_legend(legend, _legend_artists(legend, every))
+    return fig
+
+
+def legend_problems(fig) -> list[str]:
+    """What makes a figure's legends hard to read: doubled prefixes, look-alike lines, text under 8 pt."""
+    problems = []
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    for i, legend in enumerate(legends):
+        looks = {}
+        for text, proxy in zip(legend.get_texts(), legend.legend_handles):
+            label = text.get_text()
+            if _DOUBLED_PREFIX.match(label):
+                problems.append(f"legend {i}: doubled prefix in {label!r}")
+            if text.get_fontsize() < LEGEND_FONTSIZE:
+                problems.append(f"legend {i}: {label!r} in {text.get_fontsize():g} pt text")
+            look = _look(proxy) if proxy is not None else None
+            if look is not None:
+                if look in looks:
+                    problems.append(f"legend {i}: {label!r} looks like {looks[look]!r}")
+                looks.setdefault(look, label)
+    return problems
 
 
 def figure_problems(fig) -> list[str]:

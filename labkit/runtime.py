@@ -27,7 +27,7 @@ from typing import Callable
 
 from . import reference as _reference
 from .fileio import atomic_write_text
-from .plots import figure_problems
+from .plots import figure_problems, legend_problems, tidy
 from .system import no_nvidia_driver
 
 MODES = ("auto", "live", "reference")
@@ -287,7 +287,8 @@ class Session:
         `save()` records the `figures_labelled` check and the problems found.
         """
         self.figures_checked += 1
-        self.figure_problems.extend(figure_problems(fig))
+        tidy(fig)  # legible legends: one provenance prefix, no look-alike lines, 8 pt text
+        self.figure_problems.extend(figure_problems(fig) + legend_problems(fig))
         return fig
 
     @staticmethod

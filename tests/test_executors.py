@@ -1,26 +1,25 @@
 """Every notebook runs as committed under executors a user would pick, with no labkit variable set —
-and the rendered site built from those runs loads in a browser with its figures.
+and what the site renders of those runs hides the machinery and keeps every figure.
 
 The reference-mode tests (test_nbNN.py, through conftest's `run_nb`) execute each notebook with the
 `papermill` command line; this file executes each one again with `jupyter nbconvert --execute`. Both
 run in a clean environment with a time bound (tests/executors.py): before labkit.widgets detected the
 missing front end, notebooks 01, 04 and 06 hung for ever under plain papermill (jupyter/nbclient#312).
-The same executed copies then become the static site (`labkit.site`, what `labkit site` publishes),
-so the site is checked without executing anything twice.
+The same executed copies are what the site renders (`labkit.site.prepare`, what `labkit site` publishes),
+so the pages' content is checked without executing anything twice.
 """
 
 import json
-import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
-import browser_helpers as bh
 import nbformat
 import pytest
 from executors import nbconvert_execute
 
-from labkit import reference, site
+from labkit import reference
 from labkit.notebooks import NOTEBOOKS, find_notebook
+from labkit.site import prepare as site_prepare
 
 pytestmark = pytest.mark.notebook
 
@@ -93,57 +92,36 @@ def test_every_notebook_runs_under_nbconvert_without_labkit_variables(executed):
         assert not views, f"{name}: {len(views)} live widget views under a batch executor"
 
 
-def test_the_site_has_every_notebook_with_its_sections_and_figures(executed, tmp_path):
+def test_the_site_copies_hide_the_machinery_and_keep_every_figure(executed):
+    """What the site renders of each run (labkit.site.prepare): parameters, papermill's injected cell
+    (the build machine's results_path) and the Colab install cell hidden, titles numbered 1-6, every
+    figure kept, no path of this machine (these runs replay a profile and a log from a temporary folder).
+    The Sphinx site itself is read in Chromium by tests/test_site_browser.py, in CI after the suite."""
     root, runs = executed
-    pages = site.build_site(tmp_path / "site", executed_dir=root / "executed", progress=lambda *_: None)
-    assert [p.notebook for p in pages] == list(NOTEBOOKS)
-    manifest = json.loads((tmp_path / "site" / "site.json").read_text())
-    assert [p["notebook"] for p in manifest["pages"]] == list(NOTEBOOKS)
-    index = (tmp_path / "site" / "index.html").read_text()
-    for p in pages:
-        nb = nbformat.read(str(root / "executed" / f"{p.notebook}.ipynb"), as_version=4)
-        images = sum(
-            "image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-        )
-        assert p.figures == images > 0, f"{p.notebook}: {p.figures} figures on the page, {images} in the notebook"
-        assert len(p.sections) >= 5 and p.title, p
-        assert f'href="{p.file}"' in index
-        for anchor, _ in p.sections:  # the table of contents links to anchors that exist
-            assert f'href="{p.file}#{anchor}"' in index
-            assert f'id="{anchor}"' in (tmp_path / "site" / p.file).read_text()
-
-
-def test_every_site_page_loads_in_chromium_with_its_figures(executed, tmp_path):
-    browser = bh.find_browser()
-    if browser is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no Chromium in CI (.ci/run installs Debian's chromium)")
-        pytest.skip("no Chromium here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    root, _ = executed
-    out = tmp_path / "site"
-    pages = site.build_site(out, executed_dir=root / "executed", progress=lambda *_: None)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=browser, headless=True, args=bh.CHROMIUM_ARGS)
-        try:
-            page = b.new_page()
-            page.route("http*://**", lambda route: route.abort())  # offline: CDN scripts (MathJax) fail fast
-            page.goto((out / "index.html").as_uri())
-            # the site's own pages (the notebooks' intros quoted in the index may link to outside .html pages)
-            links = page.eval_on_selector_all(
-                "ol.path a[href$='.html']:not([href*='://'])", "els => els.map(e => e.getAttribute('href'))"
-            )
-            assert links == [p.file for p in pages]
-            for p in pages:
-                page.goto((out / p.file).as_uri(), wait_until="load")
-                shown = page.eval_on_selector_all(
-                    "img[src^='data:image']", "els => els.filter(e => e.complete && e.naturalWidth > 100).length"
-                )
-                assert shown == p.figures > 0, f"{p.file}: {shown} of {p.figures} figures drawn"
-                assert page.locator("nav.labkit-nav a[href='index.html']").count() == 1
-        finally:
-            b.close()
+    roots = site_prepare.build_roots(root)
+    for i, (name, path, _) in enumerate(runs, 1):
+        nb = nbformat.read(str(path), as_version=4)
+        rc = site_prepare.reader_copy(nb, colab_url="colab", download=f"notebooks/{name}.ipynb", roots=roots)
+        assert site_prepare.title_of(rc).startswith(f"{i} · "), site_prepare.title_of(rc)
+        shown = [c for c in rc.cells if "remove-cell" not in c.metadata.get("tags", [])]
+        for c in rc.cells:
+            if set(c.metadata.get("tags", [])) & {"parameters", "injected-parameters", "colab-install"}:
+                assert c not in shown, f"{name}: {c.metadata['tags']} cell shown"
+        figures = [
+            o
+            for c in nb.cells
+            if c.cell_type == "code"
+            for o in c.get("outputs", [])
+            if "image/png" in o.get("data", {})
+        ]
+        kept = [
+            o for c in shown if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {})
+        ]
+        assert len(kept) == len(figures) > 0, f"{name}: {len(kept)} of {len(figures)} figures kept"
+        text = nbformat.writes(nbformat.v4.new_notebook(cells=shown))
+        for folder, _ in roots:
+            assert folder not in text, f"{name}: {folder} shown"
+        assert "results_path =" not in text and "session.check(" not in text, name
 
 
 def test_a_raw_nccl_tests_log_given_as_reference_is_drawn_by_notebook_05(executed):

@@ -1,0 +1,64 @@
+"""Legible legends (labkit.plots.tidy, applied by Session.figure to every notebook figure)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+
+from labkit import models, plots  # noqa: E402
+from labkit.runtime import Session  # noqa: E402
+
+
+def _crowded():
+    """Thirteen recorded series (tab10 repeats after ten), three spec lines of one grey, 6 pt legend text,
+    and labels that say "recorded:" twice."""
+    fig, ax = plots.figure()
+    x = np.arange(1, 10)
+    for i in range(13):
+        plots.line(ax, x, x * (i + 1), f"recorded: recorded: system {i}", how=plots.RECORDED)
+    for gen in (3, 4, 5):
+        plots.spec_line(ax, models.pcie_spec(gen))
+    plots.finish(ax, "thirteen systems", "size (B)", "bandwidth (GB/s)")
+    ax.legend(fontsize=6)
+    return fig, ax
+
+
+def test_tidy_gives_every_entry_its_own_look_one_prefix_and_readable_text():
+    fig, ax = _crowded()
+    before = plots.legend_problems(fig)
+    assert any("doubled prefix" in p for p in before)
+    assert any("looks like" in p for p in before)
+    assert any("6 pt" in p for p in before)
+    data = [line.get_ydata().copy() for line in ax.lines]
+    plots.tidy(fig)
+    assert plots.legend_problems(fig) == []
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == "recorded: system 0" and [line.get_label() for line in ax.lines][0] == "recorded: system 0"
+    # the legend's swatches match the lines they stand for, and no number moved
+    lines = {line.get_label(): line for line in ax.lines}
+    for text, proxy in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles):
+        assert matplotlib.colors.to_hex(proxy.get_color()) == matplotlib.colors.to_hex(
+            lines[text.get_text()].get_color()
+        )
+    assert all(np.array_equal(a, line.get_ydata()) for a, line in zip(data, ax.lines))
+    fig.canvas.draw()  # the resized legend still lays out
+
+
+def test_distinct_styles_keep_their_shared_colour():
+    """Same colour, different style (H2D solid, D2H dashed of one system) is told apart already: kept."""
+    fig, ax = plots.figure()
+    plots.line(ax, [1, 2], [1, 2], "recorded: A, H2D", how=plots.RECORDED, color="C0")
+    plots.line(ax, [1, 2], [2, 3], "recorded: A, D2H", how=plots.RECORDED, color="C0", ls="--")
+    plots.finish(ax, "t", "x (B)", "y (GB/s)")
+    plots.tidy(fig)
+    assert [matplotlib.colors.to_hex(line.get_color()) for line in ax.lines] == ["#1f77b4"] * 2
+
+
+def test_every_notebook_figure_goes_through_tidy(tmp_path):
+    session = Session("01_pcie_latency_curve", "reference", True, None, str(tmp_path / "r.json"))
+    fig, _ = _crowded()
+    session.figure(fig)
+    assert session.figure_problems == []
