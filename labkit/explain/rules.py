@@ -139,11 +139,16 @@ def nics_worth(c: Context) -> Cause | None:
     if k > 0.8 * k_all:
         return None
     what = "one NIC's worth" if 0.75 <= k < 1.5 else f"about {k:.1f} NICs' worth"
-    how = "a ring's busbw" if c.expected.algorithm == "ring" else f"{c.expected.algorithm}'s algbw at {c.nodes} nodes"
+    if c.expected.algorithm == "ring":
+        how = "a ring's busbw is what crosses the NICs; sjeaugey, nccl-tests#160"
+    elif c.expected.algorithm.startswith("collnet"):
+        how = "with SHARP a node sends S into the fabric: its algbw is the NIC traffic"
+    else:  # tree / NVLSTree: S per node per direction at 2 nodes, 2*S beyond (DESIGN.md; sjeaugey, nccl-tests#196)
+        per = "S per node, so its algbw" if c.nodes == 2 else "2*S per node, so twice its algbw"
+        how = f"a {c.nodes}-node {c.expected.algorithm} sends {per} is the NIC traffic; sjeaugey, nccl-tests#196"
     ndr = " (46-48 GB/s per NDR 400 NIC: AddyLaddy, nccl-tests#290)" if abs(c.facts.nic_GBps - 50) < 1 else ""
     text = (
-        f"each node pushed {net:.1f} GB/s per direction into the network ({how} is what crosses the NICs; sjeaugey, "
-        f"nccl-tests#160) = {k:.1f} x the {per_nic:.1f} GB/s one NIC moves{ndr}, not the {k_all} NICs' "
+        f"each node pushed {net:.1f} GB/s per direction into the network ({how}) = {k:.1f} x the {per_nic:.1f} GB/s one NIC moves{ndr}, not the {k_all} NICs' "
         f"{c.nic_sum_GBps:.0f} GB/s. Check that NCCL uses every NIC (NCCL_DEBUG=INFO: one NET/IB line per NIC, "
         "NCCL_IB_HCA), their link speed (ibstat), and ACS/IOMMU settings (AddyLaddy, nccl-tests#319)"
     )
