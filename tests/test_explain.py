@@ -131,6 +131,22 @@ def test_a_log_where_every_rank_ran_alone_is_invalid(tmp_path):
         assert r["expected_busbw_GBps"] is None and r["causes"] == []
 
 
+def test_the_same_rank_on_two_hosts_is_invalid(tmp_path):
+    """Each node starting its own job lists rank 0.. on every host (as in nccl-tests#213). Built from the Alps log's real
+    2-node run: its '# Rank 4..7' lines (host nid005670) renumbered 0..3; every other line as printed."""
+    lines = LOG_ALPS.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("=====") and "job-n-00008-N-0002" in ln)
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("# Avg bus"))
+    block = [
+        re.sub(r"Rank\s+(\d+)", lambda m: f"Rank  {int(m.group(1)) - 4}", ln) if "nid005670" in ln else ln
+        for ln in lines[start + 1 : end + 1]
+    ]
+    log = tmp_path / "two_jobs.log"
+    log.write_text("\n".join(block) + "\n")
+    (r,) = explain(str(log), op="all_reduce")
+    assert r["verdict"] == "invalid" and "rank 0 is listed on 2 hosts" in r["invalid_reasons"][0]
+
+
 # --------------------------------------------------------------------------- contradictions and bad input
 def test_an_op_that_contradicts_the_named_binary_or_the_numbers_is_refused():
     with pytest.raises(ValueError, match=r"--op all_gather contradicts the log.*all_reduce"):

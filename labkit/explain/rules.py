@@ -97,6 +97,21 @@ def single_rank_tables(run: Run, runs: list[Run]) -> str | None:
     return "a 1-rank run: one GPU moves nothing over a bus (busbw is 0 by definition); run with 2 or more ranks"
 
 
+def repeated_ranks(run: Run, runs: list[Run]) -> str | None:
+    """The same rank number on several hosts: each node started its own job (nccl-tests#213's output)."""
+    hosts_of: dict[int, set[str]] = {}
+    for rank, host in run.rank_hosts:
+        hosts_of.setdefault(rank, set()).add(host)
+    twice = sorted(r for r, h in hosts_of.items() if len(h) > 1)
+    if not twice:
+        return None
+    hosts = sorted(hosts_of[twice[0]])
+    return (
+        f"rank {twice[0]} is listed on {len(hosts)} hosts ({', '.join(hosts)}): each node ran its own job instead of "
+        "one communicator across them; build nccl-tests with `make MPI=1` and launch one rank per GPU with mpirun/srun"
+    )
+
+
 def wrong_results(run: Run, runs: list[Run]) -> str | None:
     if not run.wrong_is_count:
         return None
@@ -121,7 +136,7 @@ def out_of_bounds(run: Run, runs: list[Run]) -> str | None:
     return f"nccl-tests printed '# Out of bounds values : {oob}': results failed validation"
 
 
-INVALID_RULES = (single_rank_tables, wrong_results, zero_busbw, out_of_bounds)
+INVALID_RULES = (single_rank_tables, repeated_ranks, wrong_results, zero_busbw, out_of_bounds)
 
 
 def invalid_reasons(run: Run, runs: list[Run]) -> list[str]:

@@ -29,6 +29,7 @@ class Run:
     nodes: int | None = None
     hosts: tuple[str, ...] = ()
     rank_lines: int = 0
+    rank_hosts: tuple[tuple[int, str], ...] = ()  # (rank, host) of each '# Rank' line, as printed
     gpu: str = ""
     nccl_version: str | None = None
     env: dict = dataclasses.field(default_factory=dict)
@@ -114,6 +115,7 @@ def from_log(path: Path, text: str) -> list[Run]:
             points,
             hosts=tuple(meta.get("hosts") or ()),
             rank_lines=len(meta.get("devices") or ()),
+            rank_hosts=tuple((d["rank"], d["host"]) for d in meta.get("devices") or ()),
             gpu=meta.get("gpu") or "",
             nccl_version=meta.get("nccl_version"),
             env=dict(meta.get("env") or {}),
