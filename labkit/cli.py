@@ -378,6 +378,21 @@ def _straggler(text: str) -> str:
     return text
 
 
+def _one_of(module: str, constant: str):
+    """argparse type: a comma-separated list drawn from `module.constant` (imported when a value is checked)."""
+
+    def one_of(text: str) -> str:
+        import importlib
+
+        allowed = getattr(importlib.import_module(module), constant)
+        bad = [v for v in text.split(",") if v.strip() not in allowed]
+        if bad or not text.strip():
+            raise argparse.ArgumentTypeError(f"must be one or more of {', '.join(allowed)}, got {text!r}")
+        return text
+
+    return one_of
+
+
 #: Checks for the flags the experiments share, run as argparse reads each flag: a bad value is refused
 #: naming the flag before anything starts (no process launched, no GPU touched). Each experiment's own
 #: checks (MAX_RANKS, which ranks exist, what this machine has) follow in its module.
@@ -390,6 +405,8 @@ _BENCH_FLAG_CHECKS = {
     "--step-factor": _real(1.0),
     "--ratios": _reals,
     "--straggler": _straggler,
+    "--direction": _one_of("labkit.copies.sweeps", "DIRECTIONS"),
+    "--memory": _one_of("labkit.copies.sweeps", "MEMORIES"),
 }
 
 

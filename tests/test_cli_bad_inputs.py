@@ -123,6 +123,8 @@ CASES = [
     (["bench", "host", "--repeats", "-1"], "--repeats"),
     (["bench", "copy", "--device", "cuda:7"], "--device"),
     (["bench", "copy", "--repeats", "0"], "--repeats"),
+    (["bench", "copy", "--direction", "h2d,sideways"], "--direction"),
+    (["bench", "copy", "--memory", "nothing"], "--memory"),
     (["bench", "overlap", "--ratios", "nan"], "--ratios"),
     (["bench", "overlap", "--ratios", "1,-1"], "--ratios"),
     (["bench", "overlap", "--size", "1PiB"], "--size"),
