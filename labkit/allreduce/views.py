@@ -9,6 +9,7 @@ Every figure has a title, units on both axes and its source in the legend or tit
 from __future__ import annotations
 
 import functools
+import textwrap
 
 import numpy as np
 
@@ -271,7 +272,9 @@ def references_figure(lines, own_records=None, own_label: str = "", impl: str = 
             ranks = "?" if ln["world_size"] is None else ln["world_size"]
             nodes = "nodes not stated" if ln["nodes"] is None else f"{ln['nodes']} node(s)"
             gpu = "GPU not stated" if m["gpu"] == NOT_STATED else m["gpu"]
-            what = f"{gpu} ×{ranks}, {nodes}, {str(ln['config'])[:28]}"
+            # the whole configuration (cut at 28 characters, four runs read "ring forced (NCCL_P2P_LEVEL="),
+            # wrapped so a long one (NCCL_* variables) stays inside the figure
+            what = "\n".join(textwrap.wrap(f"{gpu} ×{ranks}, {nodes}, {ln['config']}", 90, subsequent_indent="  "))
             if m.get("your_log"):
                 label = f"your log: {m['your_log']} — {what}"
                 plots.line(ax, ln["nbytes"], ln["busbw_GBps"], label, how=plots.RECORDED, lw=2.2, color=YOUR_LOG_COLOUR)
