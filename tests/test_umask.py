@@ -37,7 +37,11 @@ def shared_folder():
 
 
 def _can_switch_user() -> bool:
-    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+    """Root with setpriv, and allowed to use it (a container may drop CAP_SETUID): else modes are checked."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    switch = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "true"]
+    return subprocess.run(switch, capture_output=True, timeout=30).returncode == 0
 
 
 def read_as_another_user(path: Path) -> str:
