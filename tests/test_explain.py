@@ -166,6 +166,7 @@ def test_an_op_that_contradicts_the_named_binary_or_the_numbers_is_refused():
         ({"gpu": "H100", "nic_GBps": 12.5, "nics_per_node": 4}, ["--gpu H100", "A100"]),
         ({"system": "p4d_efa", "nic_GBps": 50}, ["--system", "--nic-bandwidth"]),
         ({"gpu": "A100"}, ["--nic-bandwidth", "--nics-per-node", "--system"]),
+        ({"gpu": "RTX", "nic_GBps": 12.5, "nics_per_node": 4}, ["--gpu RTX", "A100-SXM4-40GB"]),
         ({"system": "p4d"}, ["p4d_efa"]),
     ],
 )
@@ -207,6 +208,14 @@ def test_json_prints_one_object_per_run_with_the_promised_fields(capsys):
     keys = ("verdict", "measured_busbw_GBps", "expected_busbw_GBps", "algorithm", "ratio", "size_bytes", "causes")
     assert rc == 0 and all(k in r for k in keys)
     assert r["ratio"] == pytest.approx(r["measured_busbw_GBps"] / r["expected_busbw_GBps"])
+
+
+def test_sharp_and_nvls_flags_switch_a_known_systems_fabric_on():
+    ds = "nccl_allreduce_64xh100_8node_ib_sharp_coreweave"  # NCCL_ALGO=COLLNETCHAIN in its config
+    with pytest.raises(ValueError, match="SHARP|sharp|collnet"):
+        explain(ds, system="h100_ndr_8nic")  # a fabric without SHARP cannot run CollNet
+    (r,) = explain(ds, system="h100_ndr_8nic", sharp=True)
+    assert r["system"]["sharp"] and r["algorithm"] == "collnet_chain" and r["verdict"] == "healthy"
 
 
 def test_text_report_states_verdict_expectation_and_causes():

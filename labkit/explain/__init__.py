@@ -50,6 +50,8 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
         system, f = model.preset(facts["system"])
         if nodes == 1 and g < f.gpus_per_node:  # a run on some of one node's GPUs
             system, f = model.subset(system, g, facts["system"])
+        if (facts.get("nvls") and not f.nvls) or (facts.get("sharp") and not f.sharp):
+            system, f = model.switched_on(system, f, nvls=bool(facts.get("nvls")), sharp=bool(facts.get("sharp")))
         if f.gpu and log_gpu and f.gpu != log_gpu:
             raise ValueError(f"--system {facts['system']} is a {f.gpu} system, but {run.label} states GPU {run.gpu}")
         if f.gpus_per_node != g:
@@ -60,6 +62,9 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
         return system, f
     gpu = facts.get("gpu")
     _refuse_contradiction("--gpu", model.gpu_token(gpu) if gpu else None, log_gpu, "GPU", run)
+    named = run.gpu and "Graphics Device" not in run.gpu  # pre-release drivers print no model name
+    if gpu and named and not log_gpu and str(gpu).upper() not in run.gpu.upper():
+        raise ValueError(f"--gpu {gpu} contradicts the log: {run.label} states GPU {run.gpu}")
     nic, k = facts.get("nic_GBps"), facts.get("nics_per_node")
     if nodes > 1 and (nic is None or k is None):
         raise ValueError(

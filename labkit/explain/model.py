@@ -98,6 +98,12 @@ def subset(system, gpus: int, name: str):
     return sub, _facts(sub, f"{name} ({gpus} of its {system.gpus_per_node} GPUs)")
 
 
+def switched_on(system, facts: Facts, *, nvls: bool, sharp: bool):
+    """A known system with NVLS and/or SHARP (CollNet) on, as --nvls / --sharp say."""
+    on = {"nvls": system.nvls or nvls, "sharp": system.sharp or sharp}
+    return dataclasses.replace(system, **on), dataclasses.replace(facts, **on)
+
+
 def without_nvls(system, facts: Facts):
     """The system with NVLink SHARP off (NCCL_NVLS_ENABLE=0)."""
     return dataclasses.replace(system, nvls=False), dataclasses.replace(facts, nvls=False)
