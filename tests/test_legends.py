@@ -62,3 +62,11 @@ def test_every_notebook_figure_goes_through_tidy(tmp_path):
     fig, _ = _crowded()
     session.figure(fig)
     assert session.figure_problems == []
+
+
+def test_a_recorded_label_says_recorded_once():
+    """notebook 01 printed "recorded: recorded: H2D/D2H/D2D copy sweep …" for the small-copy floor."""
+    from labkit.copies import small_copy as sc
+
+    label = sc.recorded_floor(sc.RECORDED_SWEEP).label
+    assert label.startswith("recorded: ") and "recorded: recorded" not in label

@@ -285,7 +285,8 @@ def recorded_floor(dataset, max_bytes: int = 256 * 1024) -> Found | None:
         rows.append(
             {"bytes": int(nbytes), "h2d_us (no blocker)": 1e6 * t["h2d"], "d2h_us (no blocker)": 1e6 * t["d2h"]}
         )
-    label = f"recorded: {dataset.label} — labkit sweep, Python loop of copy_(non_blocking=True), no blocker"
+    # dataset.label already says "recorded: <title> — <source>"
+    label = f"{dataset.label} — labkit sweep, Python loop of copy_(non_blocking=True), no blocker"
     return Found(rows, label, datasets=(dataset.name,))
 
 
