@@ -731,9 +731,12 @@ def _log_tables(
     file_op = _op_from_file_name(path)
     assume_op = KIND_OP.get(kind)
     base = name or "".join(c if c.isalnum() else "_" for c in path.stem.lower()).strip("_") or "log"
-    settled, missing, refused = [], [], []
+    refused, copies = _copies(parsed, path)
+    settled, missing = [], []
     for part in parsed:
         cols, facts, warnings = dict(fill or {}), {}, []
+        if part.lines in copies:
+            continue  # refused below; a file of thousands of copies is not read thousands of times
         if part.tool == "nccl-tests":
             part, facts, warnings, lacking = _settle_nccl(part, op, file_op, assume_op, cols, path, asker)
             missing += lacking
@@ -789,6 +792,29 @@ def _log_tables(
         validate_meta(meta, path)
         out.append((ds_name, frame, validate_frame(frame.copy(), meta, path), meta))
     return out, parsed.skipped
+
+
+def _copies(parsed, path: Path) -> tuple[list[str], set]:
+    """(messages, lines of the copies) for nccl-tests runs that repeat an earlier run digit for digit: pasted copies
+    (two measurements never agree to the last printed digit in every row), refused like repeated sizes."""
+    first, copies = {}, {}
+    for part in parsed:
+        if part.tool != "nccl-tests":
+            continue
+        key = str(part.frame.to_numpy().tolist())
+        if key in first:
+            copies.setdefault(first[key].lines, []).append(part.lines)
+        first.setdefault(key, part)
+    said = []
+    for (a, b), repeats in copies.items():
+        where = ", ".join(f"{c}-{d}" for c, d in repeats[:3]) + (
+            f", ... ({len(repeats)} in all)" if len(repeats) > 3 else ""
+        )
+        said.append(
+            f"{path}: lines {where} repeat the run at lines {a}-{b} digit for digit — pasted copies of one run, not "
+            "more measurements; delete the copies"
+        )
+    return said, {lines for repeats in copies.values() for lines in repeats}
 
 
 def _missing_message(path: Path, missing: list, asker: str) -> str:

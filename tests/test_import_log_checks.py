@@ -106,6 +106,14 @@ def test_repeated_rows_are_refused_saying_how_many_sizes_and_what_to_do(tmp_path
     assert not user_data.exists() or not list(user_data.iterdir())
 
 
+def test_a_run_pasted_twice_is_refused_as_a_copy(tmp_path, user_data):
+    lines = _lines(RTX2080)
+    twice = _write(tmp_path, "twice.log", lines + lines[11:])  # `cat run.log run.log`: header, rows, closing lines
+    with pytest.raises(reference.DatasetError, match="lines 61-90 repeat the run at lines 20-49 digit for digit"):
+        reference.import_log(twice, "twice")
+    assert not user_data.exists() or not list(user_data.iterdir())
+
+
 def test_legitimate_repeats_are_not_duplicates():
     """nccl-tests prints a size too small to split over the ranks as 0, several times; and -N repeats a whole sweep,
     which starts a new run (sizes go down), not a duplicate."""

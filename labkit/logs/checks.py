@@ -106,19 +106,25 @@ def repeated_sizes(meta: dict, frame) -> dict:
     """
     sweep = stated_sweep(meta.get("parameters") or {})
     whole_rows = bool(sweep and sweep[3] == "bytes")
-    f = frame[[int(s) > 0 for s in frame["nbytes"]]]
-    keys = ["nbytes"] + ([c for c in f.columns if c != "nbytes"] if whole_rows else ["placement"])
-    counts = f.astype(str).groupby(keys, sort=False, dropna=False).size() if len(f) else None
-    if counts is None:
-        return {"sizes": 0, "extra_rows": 0, "examples": []}
-    per_size = counts.groupby(level=0, sort=False).max()  # a printed line holds the out-of-place and in-place rows
-    rep = per_size[per_size > 1]
-    sizes = sorted(int(s) for s in rep.index)
+    sizes = [int(s) for s in frame["nbytes"]]
+    if whole_rows:
+        keys = [tuple(map(str, row)) for row in frame.itertuples(index=False)]
+    else:
+        keys = list(zip(sizes, map(str, frame["placement"])))
+    counts: dict = {}
+    for size, key in zip(sizes, keys):
+        if size > 0:
+            counts[key] = counts.get(key, 0) + 1
+    per_size: dict[int, int] = {}  # a printed line holds the out-of-place and in-place rows: the most of either
+    for key, c in counts.items():
+        size = int(key[0]) if not whole_rows else int(key[list(frame.columns).index("nbytes")])
+        per_size[size] = max(per_size.get(size, 0), c)
+    rep = {s: c for s, c in per_size.items() if c > 1}
     return {
-        "sizes": len(sizes),
-        "extra_rows": int((rep - 1).sum()),  # printed lines beyond the first of each size
-        "most_repeats": int(rep.max()) if len(rep) else 0,
-        "examples": sizes[:3],
+        "sizes": len(rep),
+        "extra_rows": sum(c - 1 for c in rep.values()),  # printed lines beyond the first of each size
+        "most_repeats": max(rep.values(), default=0),
+        "examples": sorted(rep)[:3],
     }
 
 
@@ -188,16 +194,22 @@ def rank_count(op: str, frame, bus_factor: Callable[[str, int], float], max_rank
     ratios.sort()
     ratio = ratios[len(ratios) // 2]
     eps = 1e-12
-    fits, closest, best = [], None, float("inf")
-    for n in range(1, max_ranks + 1):
-        f = bus_factor(op, n)
-        if lo - eps <= f <= hi + eps:
-            fits.append(n)
-        if abs(f - ratio) < best:
-            closest, best = n, abs(f - ratio)
+
+    def first_n(pred) -> int:
+        """The smallest n in 1..max_ranks with pred(bus_factor(op, n)) (max_ranks + 1 if none): the factor grows
+        with n, so a bisection needs about 16 calls instead of one per rank count."""
+        a, b = 1, max_ranks + 1
+        while a < b:
+            mid = (a + b) // 2
+            a, b = (a, mid) if pred(bus_factor(op, mid)) else (mid + 1, b)
+        return a
+
+    low, high = first_n(lambda f: f >= lo - eps), first_n(lambda f: f > hi + eps)
+    fits = list(range(low, high))
+    above = first_n(lambda f: f >= ratio)
+    closest = min((n for n in (above - 1, above) if 1 <= n <= max_ranks), key=lambda n: abs(bus_factor(op, n) - ratio))
     if not fits:
         return RankCount(op, "inconsistent", ratio=ratio, closest=closest, rows=len(ratios))
     status = "derived" if len(fits) == 1 else "ambiguous"
-    return RankCount(
-        op, status, fits[0] if len(fits) == 1 else None, tuple(fits), ratio=ratio, closest=closest, rows=len(ratios)
-    )
+    world_size = fits[0] if len(fits) == 1 else None
+    return RankCount(op, status, world_size, tuple(fits), ratio=ratio, closest=closest, rows=len(ratios))
