@@ -61,10 +61,10 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
             )
         return system, f
     gpu = facts.get("gpu")
-    _refuse_contradiction("--gpu", model.gpu_token(gpu) if gpu else None, log_gpu, "GPU", run)
     named = run.gpu and "Graphics Device" not in run.gpu  # pre-release drivers print no model name
-    if gpu and named and not log_gpu and str(gpu).upper() not in run.gpu.upper():
-        raise ValueError(f"--gpu {gpu} contradicts the log: {run.label} states GPU {run.gpu}")
+    if gpu and named and (model.gpu_token(gpu) or str(gpu).upper()) != (log_gpu or run.gpu.upper()):
+        if not (log_gpu is None and str(gpu).upper() in run.gpu.upper()):
+            raise ValueError(f"--gpu {gpu} contradicts the log: {run.label} states GPU {run.gpu}")
     nic, k = facts.get("nic_GBps"), facts.get("nics_per_node")
     if nodes > 1 and (nic is None or k is None):
         raise ValueError(
