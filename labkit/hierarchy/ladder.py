@@ -352,7 +352,7 @@ def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth lad
         title,
         "message size (bytes)",
         "bandwidth, one way (GB/s)",
-        source="colour = level; solid = measured here, thin = recorded; GB/s = 1e9 B/s",
+        source="solid = measured here, thin = recorded; GB/s = 1e9 B/s",  # colours: one per curve (plots.tidy)
     )
     # many long source labels: below the axes, not over the data (notebooks save figures with a tight box)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
