@@ -8,6 +8,7 @@ shims: `python` logs every call and, with FAIL_PIP=1, fails any `python -m pip` 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -157,3 +158,26 @@ def test_a_fresh_clone_creates_the_venv(repo, tmp_path):
     assert calls[0] == "python3 -m venv .venv"
     assert calls[1] == "python -m pip install -q --upgrade pip"
     assert "python -m pip install -q -e .[test,lab,browser]" in calls
+
+
+@pytest.mark.install
+@pytest.mark.slow
+def test_lab_sh_for_real_installs_once_then_starts_with_the_package_index_unreachable(tmp_path):
+    """A clone of HEAD, a real .venv: the first start installs (CI's torch, the package index); the second
+    starts JupyterLab (`--version`) with pip pointed at an address where nothing listens."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{ROOT}", str(clone)], check=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABKIT_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    env["LABKIT_TORCH_SPEC"] = os.environ.get("LABKIT_TORCH_SPEC", "torch==2.13.0")
+    first = subprocess.run(
+        ["bash", "scripts/lab.sh", "--version"], cwd=clone, env=env, capture_output=True, text=True, timeout=1200
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "installing into .venv" in first.stderr and re.match(r"\d+\.\d+", first.stdout.strip()), first.stdout
+    offline = {**env, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_CACHE_DIR": "1", "PIP_RETRIES": "0"}
+    second = subprocess.run(
+        ["bash", "scripts/lab.sh", "--version"], cwd=clone, env=offline, capture_output=True, text=True, timeout=120
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout == first.stdout and "installing" not in second.stderr
+    assert ("running as root" in second.stderr) == IS_ROOT
