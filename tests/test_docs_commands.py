@@ -95,6 +95,9 @@ COMMANDS: dict[str, tuple] = {
     "bash scripts/gpu_check.sh OUT_DIR": (NOT_RUN, "needs an NVIDIA GPU (it runs pytest -m gpu and the GPU benches)"),
     "pytest -m gpu": (NOT_RUN, "needs an NVIDIA GPU"),
     "pytest -m install": (ELSEWHERE, (".ci/run", "pytest -q -m install")),
+    # the website: CI installs the extra and builds it; the browser test serves it with the same http.server
+    "pip install -e '.[site]'": (ELSEWHERE, (".ci/run", "pip install -q -e '.[site]'")),
+    "python -m http.server -d site": (ELSEWHERE, ("tests/site_checks.py", "http.server.SimpleHTTPRequestHandler")),
     # --- installs ------------------------------------------------------------------------------------------
     'pip install "labkit-workbook @ git+https://github.com/labkit-workbook/labkit"': (
         ELSEWHERE,
