@@ -251,6 +251,14 @@ def test_two_node_tree_only_above_the_nic_sum_at_two_nodes():
     assert rules.two_node_tree(_ctx(DS_290, run=1, system="h100_ndr_8nic")) is None  # one node
 
 
+def test_a_ring_above_the_nic_sum_says_the_nic_facts_are_understated():
+    # the #290 ring run (89.9 GB/s) against a NIC rate given far too low on purpose (8 x 5 GB/s): the flags are wrong
+    c = _ctx(LOG_290, run=3, nodes=2, gpu="H100", nic_GBps=5.0, nics_per_node=8, algorithm="RING")
+    cause = rules.two_node_tree(c)
+    assert cause.id == "ring_above_nic_sum" and "40 GB/s given" in cause.evidence
+    assert rules.above_model(c) is None  # said once, by the rule that knows why
+
+
 def test_nvls_off_when_the_run_says_so_or_matches_the_ring():
     ds = "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering"
     runs = [r for r in explain(ds, system="h200_node") if "world_size=8" in r["run"]]

@@ -270,6 +270,14 @@ def two_node_tree(c: Context) -> Cause | None:
     line_sum = c.facts.nics_per_node * c.facts.nic_GBps
     if c.nodes != 2 or c.busbw <= c.nic_sum_GBps:
         return None
+    if c.algorithm_stated and c.expected.algorithm == "ring" and c.busbw > line_sum * 1.02:
+        return Cause(
+            "ring_above_nic_sum",
+            "a ring above the NIC sum: the NIC facts are understated",
+            f"{c.busbw:.1f} GB/s from a ring, whose busbw is what crosses the NICs (sjeaugey, nccl-tests#160), is "
+            f"above the {c.facts.nics_per_node} x {c.facts.nic_GBps:g} = {line_sum:.0f} GB/s given: more or faster NICs",
+            0.8,
+        )
     ceiling = 2 * (c.world_size - 1) / c.world_size * line_sum
     above = c.busbw > ceiling * 1.02
     return Cause(
