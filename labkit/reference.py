@@ -294,6 +294,8 @@ def _own_datasets(reference: str | os.PathLike, kind: str) -> tuple[list[Dataset
     ds = load(reference)
     if ds.kind != kind:
         raise DatasetError(f"dataset {ds.name!r} is of kind {ds.kind!r}, not {kind!r}")
+    if "facts" in ds.meta and (data_dir() / f"{ds.name}.meta.json") != ds.path.with_suffix(".meta.json"):
+        ds.meta["your_log"] = ds.name  # a log the user imported (`labkit ref import-log`), given by its name
     return [ds], False
 
 

@@ -222,6 +222,10 @@ def test_a_notebook_checks_a_log_reference_first_and_reads_an_unnamed_one_as_its
     assert others and not any(ln.get_color() == mine[0].get_color() for ln in others)
     assert not any(ln.get_label().startswith("recorded: ") and "mylog" in ln.get_label() for ln in drawn)
 
+    reference.import_log(fragment, "mine", op="all_reduce")  # imported, then given by name: still the user's own
+    assert reference.select("mine", "allreduce_sweep")[0][0].meta["your_log"] == "mine"
+    assert "your_log" not in reference.select(None, "allreduce_sweep")[0][0].meta
+
     assert reference.check_reference(None, "allreduce_sweep") is None
     assert reference.check_reference("nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290", "allreduce_sweep") is None
 
