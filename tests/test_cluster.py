@@ -160,3 +160,17 @@ def test_healthy_multi_node_runs_are_within_10pct_and_the_misconfigured_far_belo
     assert s["healthy_within_10pct"] == s["healthy_multi_node"]
     # busbw is read from data/, not typed in: the 2-node ring of nccl-tests#290 at its largest size
     assert float(bad[bad["forced"]]["measured_busbw_GBps"].iloc[0]) == 89.9
+
+
+def test_single_node_nvls_runs_beside_nccls_nvls_model():
+    v = validation()
+    one = v[v["scope"] == "single-node"].set_index("run")
+    # a full H100/H200 node: NCCL's NVLS model (8 x 40 x 0.85 x 7/8 x 2 = 476) within 1% of Azure's published runs
+    assert one.loc["Azure ND H100 v5", "algorithm"] == "nvls"
+    assert one.loc[["Azure ND H100 v5", "Azure ND H200 v5"], "ratio"].between(0.99, 1.02).all()
+    # NCCL picks the ring on 4 GPUs of an H200 node and NVLS on 8, as the author's NCCL_DEBUG says
+    assert one.loc["8x H200 4 GPUs, default", "nccl_pick"] == "ring"
+    assert one.loc["8x H200 8 GPUs, default", "nccl_pick"] == "nvls"
+    # a forced ring on any GPU count lands within 6% of NCCL's ring model (6 channels x 60 GB/s on Hopper)
+    rings = one[one["forced"]]
+    assert rings["ratio"].between(0.93, 1.06).all(), rings["ratio"]

@@ -31,6 +31,8 @@ class Run:
     algorithm: str | None  # what ran, forced or stated; None = NCCL's default, i.e. the model's pick
     status: str  # "healthy", "misconfigured", "facts unpublished"
     basis: str
+    gpus: int | None = None  # a run on k GPUs of one node: the model's node has k GPUs
+    stated: str | None = None  # the algorithm NCCL ran by default, where the log or its author says
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Dataset:
     system: str  # a preset name
     runs: tuple[Run, ...]
     gpus_per_node: int | None = None  # where the model's "node" is not the dataset's (GB200: a rack of 72)
+    scope: str = "multi-node"  # "single-node": datasets of one node, shown beside the multi-node ones
 
 
 _290 = "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290"
@@ -163,6 +166,75 @@ DATASETS: tuple[Dataset, ...] = (
 )
 
 
+def _k_gpu_runs(system: str, first_nvls: int) -> tuple[Run, ...]:
+    out = []
+    for k in range(4, 9):
+        out.append(
+            Run(
+                f"{system} {k} GPUs, NVLS off",
+                {"world_size": k, "config": "NVLS_ENABLE=0"},
+                "ring",
+                "healthy",
+                "NCCL_NVLS_ENABLE=0",
+                gpus=k,
+            )
+        )
+        ran = "nvls" if k >= first_nvls else "ring"
+        out.append(
+            Run(
+                f"{system} {k} GPUs, default",
+                {"world_size": k, "config": "default"},
+                None,
+                "healthy",
+                f"default; the author's NCCL_DEBUG: {ran}",
+                gpus=k,
+                stated=ran,
+            )
+        )
+    return tuple(out)
+
+
+#: Single-node datasets (NVLS against the ring by GPU count, cloud nodes): NCCL's NVLS model beside measurements.
+SINGLE_NODE: tuple[Dataset, ...] = (
+    Dataset(
+        "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering",
+        "h200_node",
+        _k_gpu_runs("8x H200", 5),
+        scope="single-node",
+    ),
+    Dataset(
+        "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xb200_p6_mlengineering",
+        "p6_b200_efa",
+        _k_gpu_runs("8x B200", 6),
+        scope="single-node",
+    ),
+    Dataset(
+        "nccl_allreduce_busbw_azure_ndh100v5",
+        "h100_ndr_8nic",
+        (Run("Azure ND H100 v5", {}, None, "healthy", "the page states NVLS", stated="nvls"),),
+        scope="single-node",
+    ),
+    Dataset(
+        "nccl_allreduce_busbw_azure_ndh200v5",
+        "h200_node",
+        (Run("Azure ND H200 v5", {}, None, "healthy", "the page states NVLS", stated="nvls"),),
+        scope="single-node",
+    ),
+    Dataset(
+        "nccl_allreduce_busbw_azure_nda100v4",
+        "a100_node",
+        (Run("Azure ND A100 v4", {}, None, "healthy", "A100 has no NVLS (the page's 'NVLS' cannot be)"),),
+        scope="single-node",
+    ),
+    Dataset(
+        "nccl_allreduce_busbw_azure_ndgb200v6_4gpu",
+        "gb200_tray4",
+        (Run("Azure ND GB200 v6, 4 GPUs", {}, None, "healthy", "the page states Ring", stated="ring"),),
+        scope="single-node",
+    ),
+)
+
+
 def _select(frame, match: dict):
     f = frame
     if "placement" in f and (f["placement"] == "out-of-place").any():
@@ -175,7 +247,7 @@ def _select(frame, match: dict):
 def runs() -> list[dict]:
     """Every run of every dataset in DATASETS at its largest size, against the model (a list of dicts)."""
     out = []
-    for ds in DATASETS:
+    for ds in DATASETS + SINGLE_NODE:
         d = reference.load(ds.name)
         for run in ds.runs:
             f = _select(d.frame, run.match)
@@ -184,8 +256,8 @@ def runs() -> list[dict]:
             top = f[f["nbytes"] == f["nbytes"].max()].iloc[0]
             S, N = float(top["nbytes"]), int(top["world_size"])
             system = preset(ds.system)
-            g = ds.gpus_per_node or system.gpus_per_node
-            if ds.gpus_per_node:
+            g = run.gpus or ds.gpus_per_node or system.gpus_per_node
+            if g != system.gpus_per_node:
                 system = dataclasses.replace(system, gpus_per_node=g)
             m = N // g
             pick = predict(system, m, S)
@@ -211,6 +283,8 @@ def runs() -> list[dict]:
                     "pick_busbw_GBps": pick.busbw_GBps,
                     "ring_busbw_GBps": pick.ring_busbw_GBps,
                     "status": run.status,
+                    "scope": ds.scope,
+                    "stated_algorithm": run.stated or (run.algorithm if run.algorithm else ""),
                     "within_10pct": BAND[0] <= ratio <= BAND[1],
                     "bound": ran.bound,
                     "basis": run.basis,
@@ -230,7 +304,7 @@ def validation():
 
 def summary(frame) -> dict:
     """How many healthy multi-node runs fall within ±10%, and the runs outside with their status."""
-    multi = frame[frame["nodes"] > 1]
+    multi = frame[(frame["nodes"] > 1) & (frame["scope"] == "multi-node")]
     healthy = multi[multi["status"] == "healthy"]
     return {
         "runs": int(len(frame)),
@@ -239,4 +313,9 @@ def summary(frame) -> dict:
         "healthy_within_10pct": int(healthy["within_10pct"].sum()),
         "datasets": int(frame["dataset"].nunique()),
         "outside": {r.run: r.status for r in frame.itertuples() if not r.within_10pct},
+        "pick_differs_from_stated": [
+            r.run
+            for r in frame.itertuples()
+            if r.stated_algorithm and not r.forced and r.stated_algorithm != r.nccl_pick
+        ],
     }

@@ -76,7 +76,7 @@ def healthy(nbytes: float = 4 * GiB, node_counts: Sequence[int] = (1, 2, 8)) -> 
     out = []
     for name in HEALTHY_SYSTEMS:
         s = preset(name)
-        mine = [r for r in rec if _SAME_NODE.get(r["system"], r["system"]) == name]
+        mine = [r for r in rec if r["scope"] == "multi-node" and _SAME_NODE.get(r["system"], r["system"]) == name]
         for m in sorted(set(node_counts) | {r["nodes"] for r in mine}):
             pick = predict(s, m, nbytes)
             here = [r for r in mine if r["nodes"] == m]
