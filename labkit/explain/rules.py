@@ -220,7 +220,8 @@ def nvls_off(c: Context) -> Cause | None:
 
 
 def _channel_lines(text: str) -> tuple[int, int]:
-    net = re.findall(r"via NET/IB\S*", text)
+    """(NCCL channel lines over a NIC plugin — NET/IB, NET/AWS Libfabric, ... — and how many say GDRDMA)."""
+    net = [m for m in re.findall(r"via NET/[^\n]*", text) if not m.startswith("via NET/Socket")]
     return len(net), sum("GDRDMA" in s for s in net)
 
 
@@ -233,7 +234,7 @@ def gdr_off(c: Context) -> Cause | None:
     if level.upper() in ("0", "LOC"):
         evidence = f"the log sets NCCL_NET_GDR_LEVEL={level}"
     elif ib and not gdr:
-        evidence = f"{ib} 'via NET/IB' channel lines in the log, none tagged GDRDMA"
+        evidence = f"{ib} 'via NET/...' channel lines in the log, none tagged GDRDMA"
     else:
         return None
     return Cause(
