@@ -240,8 +240,9 @@ def gdr_off(c: Context) -> Cause | None:
     return Cause(
         "gdr_off",
         "GPUDirect RDMA evidently off",
-        f"{evidence}: NIC traffic goes through host memory. Load nvidia-peermem and check that the inter-node "
-        "channel connections are tagged GDRDMA (AddyLaddy, nccl-tests#319)",
+        f"{evidence}: NIC traffic goes through host memory. Check that GPU memory can be registered with the NIC "
+        "(DMA-BUF, which NVIDIA's GPU Operator docs recommend, or the legacy nvidia-peermem module) and that the "
+        "inter-node channel connections are tagged GDRDMA (AddyLaddy, nccl-tests#319)",
         0.85 if c.ratio < HEALTHY_RATIO else 0.4,
     )
 
