@@ -560,6 +560,10 @@ _CLI, _NOTEBOOK = "cli", "notebook"
 _FORMAT_CHOICES = "|".join(_logs.FORMATS)
 
 
+#: The bus factors in words, for messages (the numbers come from labkit.collectives.bus_factor).
+_FACTOR_WORDS = {"all_reduce": "2(n−1)/n", "all_gather": "(n−1)/n", "reduce_scatter": "(n−1)/n", "alltoall": "(n−1)/n"}
+
+
 def _op_flag() -> str:
     return "--op " + "|".join(COLLECTIVE_OPS)
 
@@ -655,7 +659,8 @@ def _settle_nccl(part, op, file_op, assume_op, cols: dict, path: Path, asker: st
         ):
             raise DatasetError(
                 f"{where}: --fill world_size={given} contradicts the numbers: {rc.describe()} "
-                f"(bus factor from labkit.collectives, as nccl-tests computes it); leave --fill world_size out"
+                f"(nccl-tests prints busbw = algbw × {_FACTOR_WORDS.get(op_now, 'its bus factor')}); "
+                "leave --fill world_size out"
             )
         part = part.filled(world_size=given)  # refuses a value the Rank lines contradict
         facts["world_size"] = f"given: --fill world_size={given}"
