@@ -174,3 +174,11 @@ def test_single_node_nvls_runs_beside_nccls_nvls_model():
     # a forced ring on any GPU count lands within 6% of NCCL's ring model (6 channels x 60 GB/s on Hopper)
     rings = one[one["forced"]]
     assert rings["ratio"].between(0.93, 1.06).all(), rings["ratio"]
+
+
+def test_pat_runs_all_gather_with_one_gpu_per_node_only():
+    one = cluster.system_from_facts(gpus_per_node=1, gpu="H100", nics_per_node=1, nic_GBps=50.0)
+    assert cluster.predict(one, 16, 1 << 20, op="all_gather").algorithm == "pat"  # tuning.cc:216-223, :431-433
+    assert cluster.predict(one, 16, GiB, op="all_gather").algorithm == "ring"  # PAT's bandwidth is x0.75 (:337)
+    with pytest.raises(ValueError, match="PAT"):
+        cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 1 << 20, op="all_gather", algorithm="pat")
