@@ -794,6 +794,8 @@ def _log_tables(
         completeness = meta.get("completeness") or {}
         if completeness.get("status") == "incomplete":
             warnings = [f"incomplete: missing {'; '.join(completeness['missing'])}"] + warnings
+        if completeness.get("above_stated_max"):
+            warnings.append(completeness["above_stated_max"])
         meta["facts"], meta["warnings"] = facts, warnings
         frame = pd.DataFrame(part.frame).reset_index(drop=True)
         validate_meta(meta, path)

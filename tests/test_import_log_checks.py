@@ -85,6 +85,14 @@ def test_only_the_closing_lines_missing_is_incomplete_too_and_a_lowered_maxbytes
     assert ds.meta["parameters"]["maxBytes"] == "16777216" and ds.meta["completeness"]["status"] == "complete"
 
 
+def test_rows_above_the_stated_maxbytes_are_a_warning(user_data):
+    """CoreWeave's README pastes a '# nThread' line saying maxBytes 2147483648 over rows up to 8 GiB."""
+    log = RAW / "nccl_all_reduce_perf__8node_64xH100_IB_SHARP__coreweave.txt"
+    reference.import_log(log, "cw", op="all_reduce")
+    warnings = reference.load("cw").meta["warnings"]
+    assert "rows up to 8 GiB, above the maxBytes 2 GiB the log states" in " ".join(warnings)
+
+
 def test_the_sweep_end_follows_nccl_tests_loop():
     assert checks.last_loop_size(8, 1 << 30, 2, "factor") == 1 << 30
     assert checks.last_loop_size(8, 10 << 30, 2, "factor") == 8 << 30  # -e 10G: the loop stops at 8 GiB

@@ -77,6 +77,11 @@ def completeness(meta: dict, sizes) -> dict:
         # nccl-tests prints the size it could split evenly (rounded down), never more than the loop's size; a run that
         # stopped early ends at least one whole step below the loop's last size.
         nxt = printed_last * step if how == "factor" else printed_last + step
+        if printed_last > hi:
+            out["above_stated_max"] = (
+                f"rows up to {format_bytes(printed_last)}, above the maxBytes {format_bytes(hi)} the log states: "
+                "the header and the table may come from different runs"
+            )
         if last is not None and printed_last < last and nxt <= last:
             missing.append(
                 f"the sizes above {format_bytes(printed_last)}: the log states maxBytes {format_bytes(hi)} "
