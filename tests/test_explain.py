@@ -226,11 +226,13 @@ def test_text_report_states_verdict_expectation_and_causes():
 
 
 # --------------------------------------------------------------------------- the rules, one at a time
-def _ctx(source, run=1, op="all_reduce", env=None, **facts):
+def _ctx(source, run=1, op="all_reduce", env=None, nccl_version=None, **facts):
     runs = load_runs(str(source))
     r = runs[run - 1]
     if env is not None:  # the rule's input, stated for the test; not a claim about that run
         r.env = env
+    if nccl_version is not None:  # likewise
+        r.nccl_version = nccl_version
     derive_world_size(r, op)
     return context(r, op, **facts)[0]
 
@@ -267,6 +269,17 @@ def test_nvls_off_when_the_run_says_so_or_matches_the_ring():
     assert off["verdict"] == "healthy" and off["algorithm"] == "ring"  # compared with NCCL's pick without NVLS
     assert off["causes"][0]["id"] == "nvls_off" and "NCCL_NVLS_ENABLE=0" in off["causes"][0]["evidence"]
     assert default["algorithm"] == "nvls" and "nvls_off" not in [c["id"] for c in default["causes"]]
+
+
+def test_an_nccl_older_than_nvls_is_compared_without_it():
+    posted = Path(__file__).parent / "fixtures" / "logs" / "nccl_issue290_srun_labels.md"  # prints no NCCL version
+    now = _ctx(posted, run=2, system="h100_ndr_8nic")
+    assert now.pick.algorithm == "nvls_tree" and now.with_nvls is None
+    old = _ctx(posted, run=2, system="h100_ndr_8nic", nccl_version="2.17.1")  # NVLSTree came in 2.18.1
+    assert old.pick.algorithm != "nvls_tree" and old.with_nvls.algorithm == "nvls_tree"
+    assert "predates NVLS across nodes" in rules.nvls_off(old).evidence
+    one = _ctx(posted, run=1, system="h100_ndr_8nic", nccl_version="2.17.1")  # one node: NVLS since 2.17
+    assert one.with_nvls is None and one.pick.algorithm == "nvls"
 
 
 def test_socket_gdr_and_small_sweep_rules_read_their_evidence():

@@ -11,6 +11,8 @@ small rules (labkit.explain.rules), ranked by how strongly the run's numbers poi
 
 from __future__ import annotations
 
+import re
+
 from . import model, rules
 from .runs import Run, derive_world_size, load_runs
 
@@ -105,6 +107,24 @@ def _layout(run: Run, facts: dict) -> tuple[int, int, int]:
     return N, nodes, N // nodes
 
 
+#: NCCL releases that brought NVLS: one node from 2.17.1, across nodes (NVLS + IB SHARP, NVLSTree) from 2.18.1
+#: (NCCL 2.18.1 release notes: "Add inter-node algorithms for NVLink SHARP"; nccl-tests#153: "the introduce of NVLS
+#: in NCCL 2.17.1 and NCCL 2.18.1").
+NVLS_SINCE = {1: (2, 17), 2: (2, 18)}
+
+
+def _nvls_unavailable(run: Run, nodes: int) -> str | None:
+    """Why this run could not use NVLS on hardware that has it (the log turns it off, or its NCCL predates it)."""
+    if run.env.get("NCCL_NVLS_ENABLE") == "0":
+        return "the run sets NCCL_NVLS_ENABLE=0"
+    m = re.match(r"(\d+)\.(\d+)", run.nccl_version or "")
+    since = NVLS_SINCE[min(nodes, 2)]
+    if m and (int(m.group(1)), int(m.group(2))) < since:
+        where = "on one node" if nodes == 1 else "across nodes"
+        return f"the log's NCCL {run.nccl_version} predates NVLS {where} (NCCL {since[0]}.{since[1]})"
+    return None
+
+
 def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
     """What the rules see of a valid run: its layout, the hardware, the model's pick and the expectation it is
     compared with. Returns (context, the model's system, where the algorithm comes from)."""
@@ -112,8 +132,8 @@ def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
     N, nodes, g = _layout(run, facts)
     system, hw = _hardware(run, nodes, g, facts)
     algo, basis = _algorithm(run, facts.get("algorithm"))
-    with_nvls = None
-    if run.env.get("NCCL_NVLS_ENABLE") == "0" and hw.nvls:  # the run turned NVLS off: NCCL picks without it
+    with_nvls, why_no_nvls = None, _nvls_unavailable(run, nodes) if hw.nvls else None
+    if why_no_nvls:  # the run could not use NVLS: NCCL picks without it
         with_nvls = model.predict(system, nodes, size, op=op)
         system, hw = model.without_nvls(system, hw)
     pick = model.predict(system, nodes, size, op=op)
@@ -122,7 +142,7 @@ def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
     if not algo and short_of_pick and pick.algorithm != "ring" and busbw >= rules.HEALTHY_RATIO * pick.ring_busbw_GBps:
         expected = model.predict(system, nodes, size, op=op, algorithm="ring")
         basis = "not stated; the run matches the model's ring (NCCL may pick ring at this size)"
-    ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None, with_nvls)
+    ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None, with_nvls, why_no_nvls)
     return ctx, system, basis
 
 

@@ -57,7 +57,8 @@ class Context:
     expected: Expected  # the model's, for the algorithm the verdict compares with
     pick: Expected  # what NCCL would pick (the model's)
     algorithm_stated: bool  # NCCL_ALGO (log, dataset config or --algorithm) named the algorithm
-    with_nvls: Expected | None = None  # NCCL's pick had NVLS been on (the run set NCCL_NVLS_ENABLE=0)
+    with_nvls: Expected | None = None  # NCCL's pick had NVLS been usable (the run could not use it: see next)
+    why_no_nvls: str | None = None  # NCCL_NVLS_ENABLE=0 in the run, or an NCCL older than NVLS
 
     @property
     def ratio(self) -> float:
@@ -196,11 +197,11 @@ def pcie_not_nvlink(c: Context) -> Cause | None:
 
 def nvls_off(c: Context) -> Cause | None:
     """NVLS (NVLink SHARP) is off: the run says so, or it matches the ring where the model expects NVLS."""
-    if c.with_nvls is not None:  # NCCL_NVLS_ENABLE=0 in the log or config
+    if c.with_nvls is not None:  # NCCL_NVLS_ENABLE=0 in the log or config, or an NCCL without NVLS
         return Cause(
             "nvls_off",
-            "NVLS (NVLink SHARP) turned off by NCCL_NVLS_ENABLE=0",
-            f"the run sets NCCL_NVLS_ENABLE=0, so it is compared with NCCL's pick without NVLS ({c.pick.algorithm}, "
+            "NVLS (NVLink SHARP) not available to this run",
+            f"{c.why_no_nvls}, so it is compared with NCCL's pick without NVLS ({c.pick.algorithm}, "
             f"{c.pick.busbw_GBps:.1f} GB/s); with NVLS the model expects {c.with_nvls.algorithm} at "
             f"{c.with_nvls.busbw_GBps:.1f} GB/s",
             0.8 if c.with_nvls.busbw_GBps > c.busbw / HEALTHY_RATIO else 0.3,
