@@ -1,8 +1,8 @@
 """predict(): what NCCL would run for a collective on a cluster, and what it would reach — the one cluster model.
 
 `predict(system, nodes, nbytes)` asks NCCL's own tuning model (`labkit.cluster.nccl`) for every
-(algorithm, protocol), keeps the lowest time — NCCL's rule (tuning.cc / enqueue.cc: the algorithm and
-protocol of least modelled time) — and reports it in nccl-tests' terms: algbw = S / t,
+(algorithm, protocol), keeps the lowest time — NCCL's rule (src/enqueue.cc:2032-2041 at 5067397c keeps the
+(algorithm, protocol) of least ncclTopoGetAlgoTime) — and reports it in nccl-tests' terms: algbw = S / t,
 busbw = algbw × the op's bus factor (`labkit.collectives.bus_factor`). A named `algorithm` forces it
 (NCCL_ALGO=...), with the fastest protocol for it. `hierarchical` is labkit's hand-written algorithm of
 notebook 06 (NCCL has none), costed from the same NCCL rates.

@@ -421,7 +421,7 @@ def table(
 ) -> list[Choice]:
     """Every (algorithm, protocol) NCCL would consider for `coll` at `nbytes`, with its modelled time."""
     graphs = graphs or graphs_for(t)
-    comm_channels = max(1, 2 * graphs["ring"].channels)  # rings are duplicated after the search (connect.cc)
+    comm_channels = max(1, 2 * graphs["ring"].channels)  # channels are doubled after the search (connect.cc:460)
     out = []
     for a in ALGOS:
         if not enabled(t, a):
