@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+from . import reference
+
 NOTEBOOKS = (
     "01_pcie_latency_curve",
     "02_pinned_vs_pageable",
@@ -54,8 +56,6 @@ def check_reference(ref, flag: str = "reference=") -> None:
     """
     if ref is None:
         return
-    from . import reference
-
     if Path(ref).exists() or reference.profile_path(ref) is not None or str(ref) in reference.list_datasets():
         return
     if os.sep in str(ref) or Path(ref).suffix:  # a path

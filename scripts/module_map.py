@@ -43,7 +43,21 @@ CORE = (
 #: Topics: one subpackage per thing a notebook reads.
 TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy", "cluster")
 #: Tools: the command line and what it drives.
-TOOLS = ("cli", "__main__", "benches", "record", "compare", "student", "soak", "notebooks", "doctor", "site", "explain")
+TOOLS = (
+    "cli",
+    "commands",
+    "flags",
+    "__main__",
+    "benches",
+    "record",
+    "compare",
+    "student",
+    "soak",
+    "notebooks",
+    "doctor",
+    "site",
+    "explain",
+)
 #: Topic → topics it may import (a DAG: checked for cycles too). Everything else two topics share is core.
 TOPIC_EDGES = {
     "copies": ("overlap",),  # notebook 02's non_blocking pitfall on a CPU runs on overlap's host stream

@@ -21,6 +21,7 @@ import sys
 import time
 
 from ..collectives import algbw, busbw, slowest_rank, time_collectives, within_summation_tolerance
+from ..fileio import atomic_write_text
 from ..timing import MIN_SAMPLE_S
 from ..units import parse_sizes
 from . import hierarchical as H
@@ -378,8 +379,6 @@ def main(argv=None) -> int:
                         flush=True,
                     )
             if args.out:
-                from ..fileio import atomic_write_text
-
                 atomic_write_text(args.out, json.dumps(records))
     finally:
         dist.destroy_process_group()
