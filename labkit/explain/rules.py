@@ -154,7 +154,7 @@ def nics_worth(c: Context) -> Cause | None:
     k = net / per_nic
     if k > 0.8 * k_all:
         return None
-    what = "one NIC's worth" if 0.75 <= k < 1.5 else f"about {k:.1f} NICs' worth"
+    what = "one NIC's worth" if 0.75 <= k < 1.5 else f"about {k:.1f} NICs' worth" if k >= 1.5 else f"{k:.1f} of one NIC"
     if c.expected.algorithm == "ring":
         how = "a ring's busbw is what crosses the NICs; sjeaugey, nccl-tests#160"
     elif c.expected.algorithm.startswith("collnet"):
@@ -164,8 +164,9 @@ def nics_worth(c: Context) -> Cause | None:
         how = f"a {c.nodes}-node {c.expected.algorithm} sends {per} is the NIC traffic; sjeaugey, nccl-tests#196"
     ndr = " (46-48 GB/s per NDR 400 NIC: AddyLaddy, nccl-tests#290)" if abs(c.facts.nic_GBps - 50) < 1 else ""
     text = (
-        f"each node pushed {net:.1f} GB/s per direction into the network ({how}) = {k:.1f} x the {per_nic:.1f} GB/s one NIC moves{ndr}, not the {k_all} NICs' "
-        f"{c.nic_sum_GBps:.0f} GB/s. Check that NCCL uses every NIC (NCCL_DEBUG=INFO: one NET/IB line per NIC, "
+        f"each node pushed {net:.1f} GB/s per direction into the network ({how}) = {k:.1f} x the "
+        f"{per_nic:.1f} GB/s one NIC moves{ndr}, not the {c.nic_sum_GBps:.3g} GB/s of its {k_all} NIC(s). "
+        "Check that NCCL uses every NIC (NCCL_DEBUG=INFO: one NET/IB line per NIC, "
         "NCCL_IB_HCA), their link speed (ibstat), and ACS/IOMMU settings (AddyLaddy, nccl-tests#319)"
     )
     if c.algbw and c.expected.algorithm == "ring" and abs(c.algbw / per_nic - 1) < 0.06:
