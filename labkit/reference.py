@@ -323,6 +323,11 @@ def check_reference(reference: str | os.PathLike | None, kind: str) -> str | Non
         return None
     p = profile_path(reference) or Path(reference)
     is_folder_of_logs = p.is_dir() and not (p / PROFILE_FILE).exists() and not list(p.glob("*.meta.json"))
+    if not p.exists() and (p.suffix or os.sep in str(reference)) and not (_search_hit(str(reference))):
+        raise DatasetError(
+            f"reference={str(reference)!r}: no such file or folder (looked in {Path.cwd()}, the notebook's folder); "
+            "give the log's path from there, or an absolute path"
+        )
     if not (_is_log_file(p) or is_folder_of_logs):
         return None
     want = KIND_OP.get(kind, kind)
@@ -341,6 +346,11 @@ def check_reference(reference: str | os.PathLike | None, kind: str) -> str | Non
         bits = [f"{k}: {v}" for k, v in facts.items()] + [f"**{w}**" for w in ds.meta.get("warnings") or []]
         said.append(f"- your log `{ds.name}` ({len(ds.frame)} rows): " + "; ".join(bits))
     return f"Your log `{p.name}`, read now so nothing fails later (this notebook shows {want}):\n" + "\n".join(said)
+
+
+def _search_hit(name: str) -> bool:
+    """Whether `name` is a dataset in the shipped or the user's data."""
+    return any((d / f"{name}.meta.json").exists() for d in _search_dirs(None))
 
 
 def select(reference: str | os.PathLike | None, kind: str, usable=None, needs: str = ""):

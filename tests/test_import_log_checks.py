@@ -244,6 +244,8 @@ def test_a_log_the_notebook_cannot_use_fails_in_the_first_cell_with_what_to_set(
         reference.check_reference(str(gather), "allreduce_sweep")
     assert "reference=" in str(e.value) and "holds no all_reduce table" in str(e.value)
     assert "--op" not in str(e.value)
+    with pytest.raises(reference.DatasetError, match="reference='no/such.log': no such file or folder"):
+        reference.check_reference("no/such.log", "allreduce_sweep")
     junk = _write(tmp_path, "notes.txt", ["nothing", "here"])
     with pytest.raises(reference.DatasetError, match="reference=.*labkit ref import-log FILE --name NAME --format"):
         reference.check_reference(str(junk), "allreduce_sweep")
