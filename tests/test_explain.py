@@ -289,6 +289,9 @@ def test_socket_gdr_and_small_sweep_rules_read_their_evidence():
     gdr = rules.gdr_off(_ctx(LOG_P4D, system="p4d_efa", env={"NCCL_NET_GDR_LEVEL": "LOC"}))
     assert gdr.id == "gdr_off" and "NCCL_NET_GDR_LEVEL=LOC" in gdr.evidence
     assert rules.gdr_off(_ctx(LOG_P4D, system="p4d_efa")) is None
+    assert rules.p2p_off(_ctx(LOG_P4D, system="p4d_efa")) is None
+    p2p = rules.p2p_off(_ctx(LOG_P4D, system="p4d_efa", env={"NCCL_P2P_DISABLE": "1"}))
+    assert p2p.id == "p2p_off" and "NCCL_P2P_DISABLE=1" in p2p.evidence
     assert rules.gdr_off(_ctx(DS_290, run=1, system="h100_ndr_8nic", env={"NCCL_NET_GDR_LEVEL": "LOC"})) is None
     # nccl-tests#287's 4x RTX 5090 (PCIe only) stops at 128 MiB yet is healthy: no "sweep too small", no NVLink to miss
     rtx = RAW / "nccl_all_reduce_perf_and_p2p__4xRTX5090_PCIeGen5_noP2P__nccltests_issue287.txt"

@@ -196,6 +196,21 @@ def pcie_not_nvlink(c: Context) -> Cause | None:
     )
 
 
+def p2p_off(c: Context) -> Cause | None:
+    """The run turns GPU peer-to-peer off (NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC): copies go through host memory."""
+    env = c.run.env
+    set_ = [f"{k}={env[k]}" for k, off in (("NCCL_P2P_DISABLE", "1"), ("NCCL_P2P_LEVEL", "LOC")) if env.get(k) == off]
+    if not set_:
+        return None
+    return Cause(
+        "p2p_off",
+        "GPU peer-to-peer turned off",
+        f"the run sets {' '.join(set_)}: NCCL moves data between the GPUs through host memory (SHM) or the network "
+        "instead of NVLink/PCIe P2P; unset it unless a P2P fault forced it",
+        0.9 if c.ratio < HEALTHY_RATIO else 0.4,
+    )
+
+
 def nvls_off(c: Context) -> Cause | None:
     """NVLS (NVLink SHARP) is off: the run says so, or it matches the ring where the model expects NVLS."""
     if c.with_nvls is not None:  # NCCL_NVLS_ENABLE=0 in the log or config, or an NCCL without NVLS
@@ -356,6 +371,7 @@ CAUSE_RULES = (
     socket_transport,
     nics_worth,
     pcie_not_nvlink,
+    p2p_off,
     nvls_off,
     gdr_off,
     small_sweep,
