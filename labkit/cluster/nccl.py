@@ -36,6 +36,7 @@ NCCL's numbers are a *model* NCCL uses to choose; they are not measurements. lab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from .tables import (  # noqa: F401 (re-exported: nccl.X is the documented place)
@@ -391,7 +392,17 @@ def algo_time_us(
     return lat + nbytes / (1000 * bw)
 
 
+@functools.lru_cache(maxsize=1024)
+def _graphs(t: Topo) -> tuple:
+    return tuple(_graphs_for(t).items())
+
+
 def graphs_for(t: Topo) -> dict[str, Graph]:
+    """Every algorithm's graph for this node and node count (memoised: Topo is frozen)."""
+    return dict(_graphs(t))
+
+
+def _graphs_for(t: Topo) -> dict[str, Graph]:
     ring = graph(t, "ring")
     out = {"ring": ring}
     if t.nodes > 1:

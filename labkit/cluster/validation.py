@@ -11,7 +11,9 @@ constants (labkit.cluster.nccl).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 
 from .. import reference
 from ..units import format_bytes
@@ -245,7 +247,12 @@ def _select(frame, match: dict):
 
 
 def runs() -> list[dict]:
-    """Every run of every dataset in DATASETS at its largest size, against the model (a list of dicts)."""
+    """Every run of every dataset in DATASETS and SINGLE_NODE at its largest size, against the model (dicts)."""
+    return copy.deepcopy(_runs())
+
+
+@functools.lru_cache(maxsize=1)
+def _runs() -> list[dict]:
     out = []
     for ds in DATASETS + SINGLE_NODE:
         d = reference.load(ds.name)
