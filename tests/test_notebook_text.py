@@ -41,18 +41,7 @@ COUNT = r"(?:\d+|one|two|three|four|five|six|seven|eight|sixteen|no|a single)"
 COUNTED = re.compile(rf"\b{MACHINE}\s+(?:has|have|is|runs)\s+(?:only\s+|just\s+|exactly\s+)?{COUNT}\b", re.I)
 #: Cases found in notebooks owned by other helpers (issue 26), reported to the coordinator; xfail (not strict) until
 #: fixed there — remove the entry when the notebook is fixed.
-KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {
-    (
-        "names",
-        "06_hierarchy_cliff",
-    ): "cell 22 labkit.cluster.slow_link_bytes and cell 24 labkit.hierarchy.cluster_model "
-    "do not resolve (the cluster model moved to labkit.cluster); nb06 is not this test's author's to edit",
-    (
-        "machine",
-        "06_hierarchy_cliff",
-    ): "cell 13 'On this machine the same shape appears one floor lower' is static text "
-    "about the learner's machine; nb06 is not this test's author's to edit",
-}
+KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {}
 
 
 def _markdown(name: str) -> list[tuple[int, str]]:
