@@ -157,7 +157,7 @@ def test_conf_renders_without_executing_and_with_mathjax_from_the_site(tmp_path)
     assert "://" not in conf["mathjax_path"], "MathJax must be served from the site, not a CDN"
     assert conf["nb_ipywidgets_js"] == {}
     index = site_sphinx.index_md(["01_x"], {"01_x": "1 · X"}, {"01_x": ("Summary.", ("one", "two"))}, "https://r")
-    assert "[1 · X](01_x.ipynb)" in index and "   - two" in index and ":hidden:" in index
+    assert "- **[1 · X](01_x.ipynb)**" in index and "   - two" in index and ":hidden:" in index
 
 
 def test_conf_mathjax_path_names_files_that_ship():

@@ -101,7 +101,7 @@ def index_md(names, titles: dict, summaries: dict, repo: str) -> str:
     items = []
     for n in names:
         summary, objectives = summaries[n]
-        item = f"1. **[{titles[n]}]({n}.ipynb)**: {summary}"
+        item = f"- **[{titles[n]}]({n}.ipynb)**: {summary}"
         if objectives:
             item += "\n\n   You will be able to:\n\n" + "\n".join(f"   - {o}" for o in objectives)
         items.append(item)
