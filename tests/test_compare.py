@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from labkit import cli, plots
-from labkit.compare import PLATEAU_SIZES, CompareError, compare, save_figures
+from labkit.compare import compare, save_figures
+from labkit.compare_groups import PLATEAU_SIZES
+from labkit.compare_inputs import CompareError
 from labkit.reference import PROFILE_FILE, SCHEMA_VERSION, write_dataset
 from labkit.units import GB, pow2_sizes
 
