@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import browser_helpers as bh
@@ -84,3 +85,17 @@ def test_the_site_reads_offline_in_chromium(built):
         finally:
             b.close()
     assert not problems, "\n".join(problems)
+
+
+def test_every_link_inside_the_site_leads_to_a_file_of_the_site(built):
+    """A notebook's Markdown may link to another notebook or a file of the repository: on the site such a
+    link must resolve to a page or a file that was published with it."""
+    out, _ = built
+    dead = []
+    for page in sorted(out.glob("*.html")):
+        for href in re.findall(r'href="([^"#?]+)', page.read_text(encoding="utf-8")):
+            if "://" in href or href.startswith(("mailto:", "javascript:")):
+                continue
+            if not (page.parent / href).exists():
+                dead.append(f"{page.name}: {href}")
+    assert not dead, dead
