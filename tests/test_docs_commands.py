@@ -10,7 +10,9 @@ whose command left the docs fails too. Each entry is one of:
   written (every subcommand and flag exists), and `where` names the test or CI step that runs it for real;
 - ELSEWHERE + where: not a labkit command (a script, pip, sbatch): `where` runs it;
 - NOT_RUN + why: needs what no test machine has (a GPU, two GPU machines, conda), or is shown as a warning;
-- NAME: a command named in the prose (`labkit record`), not a command line: the subcommand must exist.
+- NAME: a command named in the prose (`labkit record`), not a command line: the subcommand must exist;
+- TRANSCRIPT: a `$ command` block followed by its output: run from the repository root, and what it prints
+  must be the lines shown (exit status 2 where the output is an error).
 
 A `where` is (file, text): the file must exist and contain the text, so the reference cannot go stale silently.
 docs/gpu-runs/ is a record of what was run on a GPU machine, not instructions: it is not read.
@@ -32,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: What a shown command starts with (after optional VAR=value settings).
 START = re.compile(
-    r"^(?:[A-Z_]+=\S+ )*(labkit [a-z-]|bash scripts/|pip install|conda |python3? |torchrun |sbatch|pytest |srun )"
+    r"^(?:[A-Z_]+=\S+ )*(labkit [a-z-]|bash scripts/|pip install|conda |python3? |torchrun |sbatch|pytest |srun "
+    r"|make |all_reduce_perf|nvbandwidth|bandwidthTest|p2pBandwidthLatencyTest)"
 )
 
 PROFILE = ROOT / "data" / "profiles" / "h100_pcie5_vm_20261123"
@@ -74,7 +77,7 @@ RUN_AS = {
     ],  # fmt: skip  (the README's comment under the command gives these facts)
 }
 
-RUN, PARSED, ELSEWHERE, NOT_RUN, NAME = "run", "parsed", "elsewhere", "not run", "name"
+RUN, PARSED, ELSEWHERE, NOT_RUN, NAME, TRANSCRIPT = "run", "parsed", "elsewhere", "not run", "name", "transcript"
 CI = (".ci/run", "bash scripts/test.sh")
 SCRIPTS_TEST = ("tests/test_scripts.py", "def test_lab_sh_installs_once")
 SLURM_TEST = ("tests/test_slurm.py", '"sbatch", "--wait"')
@@ -108,6 +111,14 @@ COMMANDS: dict[str, tuple] = {
         ("tests/test_install.py", "git+"),
     ),
     "pip install labkit": (NOT_RUN, "shown as the warning: it installs an unrelated PyPI project"),
+    # the measuring tools themselves, on the user's GPUs
+    "all_reduce_perf -b 8 -e 8G -f 2 -g 1": (NOT_RUN, "nccl-tests on GPUs; its published logs are tests/fixtures/logs"),
+    "all_reduce_perf": (NOT_RUN, "nccl-tests on GPUs"),
+    "nvbandwidth": (NOT_RUN, "needs NVIDIA GPUs; its published outputs are tests/fixtures/logs"),
+    "nvbandwidth --json": (NOT_RUN, "needs NVIDIA GPUs"),
+    "bandwidthTest": (NOT_RUN, "cuda-samples on a GPU; its published outputs are tests/fixtures/logs"),
+    "p2pBandwidthLatencyTest": (NOT_RUN, "cuda-samples on two or more GPUs"),
+    "make MPI=1": (NOT_RUN, "builds nccl-tests with MPI (CUDA and MPI needed)"),
     "conda env create -f environment.yml": (
         NOT_RUN,
         "needs conda (not on the test machines); its CPU index and +cpu pin are checked by tests/test_reach.py",
@@ -139,6 +150,13 @@ COMMANDS: dict[str, tuple] = {
         None,
     ),
     "labkit explain --list-systems": (RUN, None),
+    # `$ command` blocks with their output: run, and the output compared line by line (TRANSCRIPTS below)
+    "labkit explain data/raw/nccl_all_reduce_perf__H100_1node_NVLS_and_2node_IB_NDR_default_vs_RING__nccltests_issue290.txt "
+    "--run 3 --op all_reduce --nodes 2 --algorithm RING --system h100_ndr_8nic": (TRANSCRIPT, None),
+    "labkit explain data/raw/nccl_all_reduce_perf__2node_16xA100_p4d_EFA400__awsefaeks.txt --op all_reduce "
+    "--nic-bandwidth 12.5 --nics-per-node 4": (TRANSCRIPT, None),
+    "labkit explain data/raw/nccl_all_reduce_perf__2node_16xA100_p4d_EFA400__awsefaeks.txt --op all_reduce --nodes 4 "
+    "--nic-bandwidth 12.5 --nics-per-node 4": (TRANSCRIPT, None),
     "labkit explain LOG --system h100_ndr_8nic": (RUN, None),
     "labkit explain nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290 --system h100_ndr_8nic": (RUN, None),
     # 20 s each here on a busy 2-core machine: run, with the same flags, by their own tests
@@ -183,7 +201,7 @@ def shown_commands() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
 
     def add(cmd: str, where: str) -> None:
-        cmd = re.sub(r"\s+", " ", cmd).strip()
+        cmd = re.sub(r"\s+", " ", cmd).strip().removeprefix("$ ")  # a shell prompt before a command
         if START.match(cmd) and ": error:" not in cmd:  # an error message quoted in the docs is output
             found.setdefault(cmd, []).append(where)
 
@@ -296,3 +314,32 @@ def test_shown_commands_run(cmd, scratch, capsys):
     code = cli.main(argv)
     out = capsys.readouterr()
     assert code == 0, f"{cmd} exited {code}:\n{out.out[-2000:]}\n{out.err[-2000:]}"
+
+
+def transcripts() -> list[tuple[str, str, list[str]]]:
+    """(document, command, output lines) of every fenced block that starts with `$ `."""
+    out = []
+    for path in DOCS:
+        for _, body in re.findall(r"^```(\w*)\n(.*?)^```", path.read_text(), re.S | re.M):
+            if body.startswith("$ "):
+                lines = body.splitlines()
+                n = 1
+                while lines[n - 1].endswith("\\"):
+                    n += 1
+                cmd = re.sub(r"\s+", " ", " ".join(ln.rstrip("\\") for ln in lines[:n])).removeprefix("$ ").strip()
+                out.append((str(path.relative_to(ROOT)), cmd, lines[n:]))
+    return out
+
+
+def test_every_transcript_is_a_listed_command():
+    assert sorted(c for _, c, _ in transcripts()) == sorted(c for c, (k, _) in COMMANDS.items() if k == TRANSCRIPT)
+
+
+@pytest.mark.parametrize("doc,cmd,shown", transcripts(), ids=lambda v: v if isinstance(v, str) and len(v) < 30 else "")
+def test_transcripts_print_what_the_docs_show(doc, cmd, shown, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    code = cli.main(_argv(cmd))
+    out = capsys.readouterr()
+    printed = (out.out + out.err).rstrip("\n").splitlines()
+    assert code == (2 if any(": error:" in ln for ln in shown) else 0), f"{cmd}: exit {code}"
+    assert [ln.rstrip() for ln in printed] == [ln.rstrip() for ln in shown], f"{doc}: `{cmd}` prints otherwise"
