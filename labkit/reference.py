@@ -337,7 +337,8 @@ def check_reference(reference: str | os.PathLike | None, kind: str) -> str | Non
         raise DatasetError(f"reference={str(reference)!r}: {e}") from None
     if not own:
         raise DatasetError(
-            f"reference={str(reference)!r} holds no {want} table this notebook can draw (it shows {want}); "
+            f"reference={str(reference)!r} holds no {want} table this notebook can draw (it shows {want}"
+            f"{_what_it_holds(p)}); "
             f"set reference= to a log of {want} (nccl-tests {want}_perf), or to None for the recorded systems"
         )
     said = []
@@ -346,6 +347,23 @@ def check_reference(reference: str | os.PathLike | None, kind: str) -> str | Non
         bits = [f"{k}: {v}" for k, v in facts.items()] + [f"**{w}**" for w in ds.meta.get("warnings") or []]
         said.append(f"- your log `{ds.name}` ({len(ds.frame)} rows): " + "; ".join(bits))
     return f"Your log `{p.name}`, read now so nothing fails later (this notebook shows {want}):\n" + "\n".join(said)
+
+
+def _what_it_holds(p: Path) -> str:
+    """'; the log holds: ...' for a log file whose tables are of another collective (what it states, or what its
+    busbw/algbw fits)."""
+    if not p.is_file():
+        return ""
+    try:
+        parts = [d for d in _logs.parse_log(p) if d.tool == "nccl-tests"]
+    except _logs.LogFormatError:
+        return ""
+    said = [
+        f"lines {d.lines[0]}-{d.lines[1]}: "
+        + (str(d.frame["op"].iloc[0]) if "op" not in d.missing else _numbers_hint(d) or "collective not named")
+        for d in parts
+    ]
+    return f"; the log holds {'; '.join(said)}" if said else ""
 
 
 def _search_hit(name: str) -> bool:

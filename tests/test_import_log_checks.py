@@ -243,6 +243,7 @@ def test_a_log_the_notebook_cannot_use_fails_in_the_first_cell_with_what_to_set(
     with pytest.raises(reference.DatasetError) as e:
         reference.check_reference(str(gather), "allreduce_sweep")
     assert "reference=" in str(e.value) and "holds no all_reduce table" in str(e.value)
+    assert "the log holds lines 14-50: busbw/algbw = 0.875 < 1 fits all_gather" in str(e.value)
     assert "--op" not in str(e.value)
     with pytest.raises(reference.DatasetError, match="reference='no/such.log': no such file or folder"):
         reference.check_reference("no/such.log", "allreduce_sweep")
