@@ -53,7 +53,6 @@ import datetime as _dt
 import multiprocessing as _mp
 import os
 import pickle
-import signal
 import sys
 import time
 import traceback
@@ -61,6 +60,7 @@ import warnings
 from multiprocessing.connection import wait as _wait
 from typing import Callable, Sequence
 
+from .processes import TERMINATE_GRACE_S, Reports, exit_text, shutdown, take_report
 from .runtime import require_cuda
 
 BACKENDS = ("gloo", "nccl")
@@ -71,8 +71,6 @@ START_METHOD_VAR = "LABKIT_START_METHOD"
 FORKSERVER_PRELOAD = ("torch", "torch.distributed", "labkit.launch")
 #: Default wall-clock budget for a whole launch (process start + rendezvous + work), seconds.
 DEFAULT_TIMEOUT_S = 120.0
-#: Seconds a rank gets to exit on its own after SIGTERM before it is killed with SIGKILL.
-TERMINATE_GRACE_S = 2.0
 #: Seconds the parent waits for the last report of a rank whose process has already exited (the
 #: pipe may still hold its message).
 REPORT_GRACE_S = 1.0
@@ -261,7 +259,7 @@ def launch(
         finished = True
         return results
     finally:
-        _shutdown(procs, let_exit_s=TERMINATE_GRACE_S if finished else 0.0)
+        shutdown(procs, let_exit_s=TERMINATE_GRACE_S if finished else 0.0)
         for c in conns:
             c.close()
         del store
@@ -380,7 +378,7 @@ def _collect(procs, conns, timeout_s: float, setup_timeout_s: float | None = Non
     deadline = start + timeout_s
     setup_deadline = start + (timeout_s if setup_timeout_s is None else min(setup_timeout_s, timeout_s))
     n = len(procs)
-    st = _Reports()
+    st = Reports()
     by_conn = {id(c): r for r, c in enumerate(conns)}
     by_sentinel = {p.sentinel: r for r, p in enumerate(procs)}
     open_conns = list(conns)
@@ -408,7 +406,7 @@ def _collect(procs, conns, timeout_s: float, setup_timeout_s: float | None = Non
             if isinstance(ready, int):  # a process exited: did it report before going?
                 r = by_sentinel[ready]
                 while conns[r] in open_conns and conns[r].poll(REPORT_GRACE_S):
-                    _take(conns[r], r, st, open_conns)
+                    take_report(conns[r], r, st, open_conns)
                 if not settled(r):
                     procs[r].join(REPORT_GRACE_S)
                     code = procs[r].exitcode
@@ -416,14 +414,14 @@ def _collect(procs, conns, timeout_s: float, setup_timeout_s: float | None = Non
                     # it late, so it sorts before every reported exception (time = -inf).
                     st.failures[r] = (
                         float("-inf"),
-                        f"process ended ({_exit_text(code)}) without reporting a result",
+                        f"process ended ({exit_text(code)}) without reporting a result",
                         "(no Python traceback: the process crashed, was killed, or failed while "
                         "starting — its stderr, e.g. the terminal running Jupyter, may say why; a "
                         "script that calls launch() must guard it with "
                         "`if __name__ == '__main__':`)",
                     )
             elif ready in open_conns:
-                _take(ready, by_conn[id(ready)], st, open_conns)
+                take_report(ready, by_conn[id(ready)], st, open_conns)
         if st.failures and first_failure_seen == float("inf"):
             first_failure_seen = time.monotonic()
     if st.failures:
@@ -437,120 +435,11 @@ def _collect(procs, conns, timeout_s: float, setup_timeout_s: float | None = Non
     return [st.results[r] for r in range(n)]
 
 
-def _exit_text(code) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name} ({-code})"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _setup_timeout(waited_s: float, n: int, st: "_Reports") -> SetupTimeout:
+def _setup_timeout(waited_s: float, n: int, st: "Reports") -> SetupTimeout:
     pending = [r for r in range(n) if r not in st.results]
     missing = [r for r in range(n) if r not in st.arrived]
     waiting = [r for r in range(n) if r in st.arrived and r not in st.joined]
     return SetupTimeout(round(waited_s, 1), pending, missing, waiting)
-
-
-class _Reports:
-    """What the ranks have said so far."""
-
-    def __init__(self):
-        self.results: dict[int, object] = {}
-        self.failures: dict[int, tuple[float, str, str]] = {}  # rank -> (when, error, traceback)
-        self.arrived: set[int] = set()  # about to call init_process_group
-        self.joined: set[int] = set()  # init_process_group returned
-
-
-def _take(conn, rank: int, st: _Reports, open_conns: list) -> None:
-    """Read one message of `rank`; its last one (result or error) or EOF closes its pipe for listening."""
-    try:
-        payload = conn.recv_bytes()
-    except (EOFError, OSError):
-        open_conns.remove(conn)
-        return
-    status, value = pickle.loads(payload)
-    if status == "arrived":
-        st.arrived.add(rank)
-        return
-    if status == "joined":
-        st.arrived.add(rank)
-        st.joined.add(rank)
-        return
-    open_conns.remove(conn)
-    if status == "ok":
-        st.results[rank] = value
-    else:
-        st.failures[rank] = value  # (when, error, traceback)
-
-
-def _shutdown(procs, let_exit_s: float = 0.0) -> None:
-    """Let ranks exit on their own for `let_exit_s` (after success), then terminate, kill and join the rest."""
-    end = time.monotonic() + let_exit_s
-    for p in procs:
-        p.join(max(0.0, end - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    end = time.monotonic() + TERMINATE_GRACE_S
-    for p in procs:
-        p.join(max(0.0, end - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-        p.close()
-
-
-# --------------------------------------------------------------------------- the process tree
-#: multiprocessing's own helper processes: one of each per parent, started by its first launch and meant
-#: to live as long as the parent does. Recognised by their command line.
-MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
-
-
-def descendants(pid: int | None = None, *, helpers: bool = True) -> set[int]:
-    """PIDs of the live (non-zombie) descendants of `pid` (default: this process).
-
-    `helpers=False` leaves out multiprocessing's helpers among the direct children (MP_HELPERS); what a
-    fork server forked (a rank, which carries the server's command line) still counts. Used to check that
-    nothing outlives a launch (labkit bench soak) and to stop every process torchrun started.
-    """
-    return _process_tree(pid)[0 if helpers else 1]
-
-
-def helper_processes(pid: int | None = None) -> set[int]:
-    """PIDs of multiprocessing's helpers among the children of `pid` (resource tracker, fork server)."""
-    return _process_tree(pid)[2]
-
-
-def _process_tree(pid: int | None) -> tuple[set[int], set[int], set[int]]:
-    """(every live descendant, the same less the helpers, the helpers)."""
-    import psutil
-
-    every, found, helpers = set(), set(), set()
-    try:
-        children = psutil.Process(pid).children()
-    except psutil.NoSuchProcess:
-        return every, found, helpers
-    for child in children:
-        try:
-            is_helper = any(h in " ".join(child.cmdline()) for h in MP_HELPERS)
-            tree = [child] + child.children(recursive=True)
-        except psutil.Error:
-            continue
-        if is_helper:
-            helpers.add(child.pid)
-        for proc in tree:
-            try:
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-            except psutil.Error:
-                continue
-            every.add(proc.pid)
-            if proc is not child or not is_helper:
-                found.add(proc.pid)
-    return every, found, helpers
 
 
 def _setup_delay(spec: str, rank: int) -> float:

@@ -10,7 +10,8 @@ import os
 import time
 
 from .allreduce.ring import ring_allreduce_
-from .launch import check_world_size, descendants, helper_processes, launch
+from .launch import check_world_size, launch
+from .processes import descendants, helper_processes
 from .units import format_bytes, parse_size
 
 

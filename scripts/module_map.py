@@ -36,6 +36,7 @@ CORE = (
     "check",
     "system",
     "launch",
+    "processes",
     "provenance",
     "fileio",
     "logs",

@@ -76,7 +76,7 @@ def test_bad_input_gets_a_clear_error(args, needle):
 def test_a_bad_rank_count_is_refused_before_anything_starts(bench, ranks, capsys):
     import time
 
-    from labkit.launch import descendants  # ranks left running; multiprocessing helpers excluded
+    from labkit.processes import descendants  # ranks left running; multiprocessing helpers excluded
 
     def _children():
         return descendants(helpers=False)

@@ -81,7 +81,7 @@ def test_other_dtypes_bit_identical_on_integers_and_within_tolerance_on_floats()
 
 # --------------------------------------------------------------------------- the command line
 def _children():
-    from labkit.launch import descendants  # ranks left running; multiprocessing's helpers excluded
+    from labkit.processes import descendants  # ranks left running; multiprocessing's helpers excluded
 
     return descendants(helpers=False)
 

@@ -78,7 +78,7 @@ def killed_mid_collective(rank, world_size, victim):
 def _children() -> set[int]:
     """Live descendants of this test process, less multiprocessing's resource tracker and fork server
     (one each, started by the first launch and meant to outlive it); ranks the fork server started count."""
-    from labkit.launch import descendants
+    from labkit.processes import descendants
 
     return descendants(helpers=False)
 

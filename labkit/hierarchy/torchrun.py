@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..launch import descendants
+from ..processes import descendants
 
 #: Seconds an agent gets to stop its workers after SIGTERM before everything left is killed.
 TORCHRUN_GRACE_S = 5.0
