@@ -180,3 +180,13 @@ def test_site_without_the_extra_names_it(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "labkit site:" in err and "[site]" in err
     assert not (tmp_path / "s" / "_executed").exists()  # nothing was executed first
+
+
+def test_objectives_are_read_numbered_or_bulleted():
+    numbered = (
+        "# 1 · X\n\nWhy it matters.\n\n**You will be able to**\n1. measure a;\n2. fit b\n   over two lines.\n\nMore."
+    )
+    bulleted = "# 5 · Y\n\nWhy.\n\n**You will be able to**\n- explain a;\n- write b.\n\nThe rest."
+    for text, expected in ((numbered, ("measure a;", "fit b over two lines.")), (bulleted, ("explain a;", "write b."))):
+        summary, objectives = site._intro(new_notebook(cells=[new_markdown_cell(text)]))
+        assert objectives == expected and summary.startswith("Why")

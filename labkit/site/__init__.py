@@ -76,16 +76,23 @@ def require_tools() -> None:
 
 
 def _intro(nb) -> tuple[str, tuple[str, ...]]:
-    """First paragraph and numbered objectives from the notebook's first markdown cell."""
+    """First paragraph and the objectives (the list, numbered or bulleted, that follows "You will be able
+    to") from the notebook's first markdown cell."""
     first = next((c for c in nb.cells if c.cell_type == "markdown"), None)
     lines = (first.source if first else "").splitlines()
     paragraphs = [p.strip() for p in "\n".join(ln for ln in lines if not ln.startswith("#")).split("\n\n")]
     summary = next((" ".join(p.split()) for p in paragraphs if p and not p.startswith(("**", "$$", "1.", "<"))), "")
-    objectives = tuple(
-        re.sub(r"^\d+\.\s*", "", " ".join(m.split()))
-        for m in re.findall(r"^\d+\.\s.*?(?=^\d+\.\s|^\s*$|\Z)", "\n".join(lines), re.M | re.S)
-    )
-    return summary, objectives
+    start = next((i + 1 for i, ln in enumerate(lines) if "you will be able to" in ln.lower()), 0)
+    items: list[str] = []
+    for ln in lines[start:]:
+        item = re.match(r"^(?:\d+\.|[-*])\s+(.*)", ln)
+        if item:
+            items.append(item.group(1).strip())
+        elif items and ln.strip() and ln[:1].isspace():
+            items[-1] += " " + ln.strip()
+        elif items:
+            break
+    return summary, tuple(items)
 
 
 def _plain(fragment: str) -> str:
