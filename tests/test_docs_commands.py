@@ -314,6 +314,30 @@ def test_shown_commands_run(cmd, scratch, capsys):
     code = cli.main(argv)
     out = capsys.readouterr()
     assert code == 0, f"{cmd} exited {code}:\n{out.out[-2000:]}\n{out.err[-2000:]}"
+    for shown in README_OUTPUT.get(cmd, ()):
+        assert shown in out.out, f"the README says `{cmd}` prints {shown!r}; it printed:\n{out.out}"
+
+
+def _readme_output(cmd: str) -> list[str]:
+    """The README's "actual output:" comment lines under a command, each cut at its '...'."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = next(
+        (i for i, ln in enumerate(lines) if ln.startswith(cmd + " ")), len(lines)
+    )  # gone: the stale check says so
+    out, started = [], False
+    for ln in lines[start + 1 :]:
+        if not ln.startswith("#"):
+            break
+        if started:
+            out.append(ln.lstrip("# ").split("...")[0].rstrip())
+        started = started or "actual output:" in ln
+    return out
+
+
+#: Commands whose output the README quotes in comments under them.
+README_OUTPUT = {
+    "labkit explain LOG --system h100_ndr_8nic": _readme_output("labkit explain LOG --system h100_ndr_8nic")
+}
 
 
 def transcripts() -> list[tuple[str, str, list[str]]]:
