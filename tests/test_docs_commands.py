@@ -367,3 +367,23 @@ def test_transcripts_print_what_the_docs_show(doc, cmd, shown, monkeypatch, caps
     printed = (out.out + out.err).rstrip("\n").splitlines()
     assert code == (2 if any(": error:" in ln for ln in shown) else 0), f"{cmd}: exit {code}"
     assert [ln.rstrip() for ln in printed] == [ln.rstrip() for ln in shown], f"{doc}: `{cmd}` prints otherwise"
+
+
+#: A path into the repository as the docs write it (optionally `::test_name`).
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:tests|data|docs|scripts|labkit|notebooks|binder|\.ci)/[\w./-]*[\w/])(?:::(\w+))?"
+)
+
+
+def test_every_repository_path_the_docs_name_exists():
+    missing = []
+    for doc in [*DOCS, ROOT / "binder" / "README.md"]:
+        for m in REPO_PATH.finditer(doc.read_text()):
+            path, func = m.group(1), m.group(2)
+            candidates = [ROOT / path, doc.parent / path, ROOT / (path.rsplit(".", 1)[0] + ".py")]  # module.NAME
+            found = next((p for p in candidates if p.exists()), None)
+            if found is None:
+                missing.append(f"{doc.relative_to(ROOT)}: {path}")
+            elif func and f"def {func}(" not in found.read_text():
+                missing.append(f"{doc.relative_to(ROOT)}: {path}::{func}")
+    assert not missing, f"paths the docs name that do not exist: {missing}"
