@@ -7,8 +7,8 @@ what `labkit doctor` collected (peer access, GPU names, `nvidia-smi topo -m`). B
 
 from __future__ import annotations
 
-import re
-from typing import Iterable, Sequence
+import dataclasses
+from typing import Iterable
 
 from .. import check
 from ..system import Finding
@@ -28,6 +28,7 @@ from .matrices import (
     nvlink_count,
     off_diagonal,
 )
+from .wording import fmt, fmt_range, likely_causes, pair_text, range_text, what
 
 # Diagnosis thresholds — each says when a number is worth a sentence.
 #: A pair at < 75% of the median of comparable pairs is an outlier worth a warning.
@@ -55,245 +56,224 @@ NVLINK_MIN_PER_LINK_GBps = 20.0
 PROMISE_FRACTION = 0.5
 
 
-_CONSUMER_RE = re.compile(r"GeForce|RTX\s*[2-5]0[5-9]0(?!.*(PRO|Ada|A\d000))|TITAN", re.I)
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What the rules read: the matrices by (kind, p2p), the topology, NUMA nodes, pairs without peer access."""
+
+    src: object  # labkit.p2p.matrices.Source: the frame, GPU name and context
+    topo: object  # the parsed `nvidia-smi topo -m`, or None
+    mats: dict  # (kind, p2p) → square DataFrame
+    numa: dict  # GPU index → NUMA node
+    blocked: frozenset  # (src, dst) pairs where peer access is not in effect
+
+    @property
+    def on(self):
+        return self.mats.get(("bandwidth_uni", "enabled"))
+
+    @property
+    def off(self):
+        return self.mats.get(("bandwidth_uni", "disabled"))
+
+    def staged(self, i, j) -> float:
+        """The staged (P2P off) unidirectional bandwidth of a pair, NaN where not measured."""
+        off = self.off
+        return off.loc[i, j] if off is not None and i in off.index and j in off.columns else float("nan")
 
 
-_VM_RE = re.compile(r"\bVM\b|virtual machine|hypervisor|Standard_ND|\bND\d", re.I)
-
-
-def _fmt(v: float) -> str:
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
-
-
-def _fmt_range(vals: Sequence[float]) -> str:
-    import numpy as np
-
-    lo, hi = np.percentile(vals, [10, 90]) if len(vals) >= 5 else (min(vals), max(vals))
-    return f"~{_fmt(lo)}" if _fmt(lo) == _fmt(hi) else f"~{_fmt(lo)}–{_fmt(hi)}"
-
-
-def _pair_text(pairs: Iterable[tuple[int, int]]) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
-    """Collapse (i, j) and (j, i) into 'GPUi↔GPUj'; a lone direction stays 'GPUi→GPUj'."""
-    pairs = set(pairs)
-    out, seen = [], set()
-    for i, j in sorted(pairs):
-        if (i, j) in seen:
-            continue
-        if (j, i) in pairs:
-            a, b = min(i, j), max(i, j)
-            out.append((f"GPU{a}↔GPU{b}", ((a, b), (b, a))))
-            seen |= {(i, j), (j, i)}
-        else:
-            out.append((f"GPU{i}→GPU{j}", ((i, j),)))
-            seen.add((i, j))
-    return out
-
-
-def _what(kind: str, p2p: str) -> str:
-    what = {
-        "bandwidth_uni": "unidirectional",
-        "bandwidth_bi": "bidirectional",
-        "latency_gpu": "latency",
-        "latency_cpu": "host-side latency",
-    }[kind]
-    return f"{what}, {P2P_TEXT[p2p].split(' (')[0]}"
-
-
-def _likely_causes(label: str | None, gpu: str, context: str) -> str:
-    causes = []
-    if _CONSUMER_RE.search(gpu or ""):
-        causes.append(
-            "consumer (GeForce) GPUs — the driver does not offer PCIe peer-to-peer on most of "
-            "them (both recorded GeForce pairs print 'CANNOT Access Peer')"
-        )
-    if _VM_RE.search(context or ""):
-        causes.append("a virtual machine — the hypervisor must expose the PCIe topology and allow peer traffic")
-    if label in ("PIX", "PXB"):
-        causes.append(
-            f"the pair shares a PCIe switch ({label}), so the hardware path exists: check that the IOMMU "
-            "is off or in passthrough and that ACS does not redirect peer traffic to the root complex"
-        )
-    elif label == "SYS":
-        causes.append(
-            "the GPUs sit under different CPU sockets (SYS): many platforms do not route PCIe "
-            "peer traffic across the socket link"
-        )
-    elif label in ("PHB", "NODE"):
-        causes.append(
-            f"the path crosses the CPU's host bridge ({label}): the platform must support "
-            "peer-to-peer through its root complex, and IOMMU/ACS must allow it"
-        )
-    elif label and nvlink_count(label):
-        causes.append(
-            f"the topology shows {label}, so the NVLink path exists: peer access may be off in "
-            "software, or links are down (`nvidia-smi nvlink -s`)"
-        )
-    if not causes:
-        causes.append(
-            "consumer GPUs, IOMMU/ACS on the PCIe path, a virtual machine, or GPUs under different "
-            "CPU sockets — `nvidia-smi topo -p2p r` says which pairs the driver allows"
-        )
-    return "; ".join(causes)
-
-
-def _range_text(vals: Sequence[float]) -> str:
-    lo, hi = min(vals), max(vals)
-    return _fmt(lo) if _fmt(lo) == _fmt(hi) else f"{_fmt(lo)}–{_fmt(hi)}"
-
-
-def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]:
-    """Plain-language findings from a p2p matrix and its topology.
-
-    `data`: a recorded Dataset, a live P2PRun, or a tidy DataFrame in the p2p_matrix schema;
-    `topology`: `nvidia-smi topo -m` text (default: the one the data carries, if any).
-
-    Rules: peer access not in effect (P2P on ≈ staged, or `access` says no); P2P slower than
-    staging; an NVLink pair far below what its link count promises; GPUs slow with every peer;
-    single pairs far below comparable pairs (same link label for P2P, same NUMA relation for staged
-    copies); both directions at once well below one direction alone; staged copies across NUMA
-    nodes. `access` is {(src, dst): bool} (a live P2PRun brings its own). Warnings come first.
-    """
+def evidence(data, topology: str | None = None, access=None) -> Evidence:
+    """Read the matrices once; a pair is blocked where `access` says no or P2P 'on' is no faster than staged."""
     import numpy as np
 
     src = as_source(data, topology)
-    f = src.frame
     topo = src.topology_or_none()
     if access is None and isinstance(data, P2PRun):
         access = {
             (a, b): data.peer_access[x][y] for x, a in enumerate(data.indices) for y, b in enumerate(data.indices)
         }
-    mats = {km: matrix(f, *km) for km in metrics(f)}
-    numa = numa_of(topo)
-    out: list[Finding] = []
-
-    # 1. peer access not in effect
-    blocked: set[tuple[int, int]] = {p for p, ok in (access or {}).items() if p[0] != p[1] and not ok}
-    on, off = mats.get(("bandwidth_uni", "enabled")), mats.get(("bandwidth_uni", "disabled"))
-
-    def staged_value(i, j):
-        return off.loc[i, j] if off is not None and i in off.index and j in off.columns else np.nan
-
-    if on is not None and off is not None:
+    mats = {km: matrix(src.frame, *km) for km in metrics(src.frame)}
+    ev = Evidence(src, topo, mats, numa_of(topo), frozenset())
+    blocked = {p for p, ok in (access or {}).items() if p[0] != p[1] and not ok}
+    if ev.on is not None and ev.off is not None:
         blocked |= {
             (i, j)
-            for i, j, v in off_diagonal(on)
-            if np.isfinite(staged_value(i, j)) and v < SAME_PATH_RATIO * staged_value(i, j)
+            for i, j, v in off_diagonal(ev.on)
+            if np.isfinite(ev.staged(i, j)) and v < SAME_PATH_RATIO * ev.staged(i, j)
         }
-    for text, pairs in _pair_text(blocked):
+    return dataclasses.replace(ev, blocked=frozenset(blocked))
+
+
+def peer_access_not_in_effect(ev: Evidence) -> list[Finding]:
+    """1. Peer access not in effect: P2P 'on' no faster than staged, or can_device_access_peer says no."""
+    import numpy as np
+
+    out = []
+    for text, pairs in pair_text(ev.blocked):
         i, j = pairs[0]
-        got = [on.loc[p] for p in pairs if on is not None and np.isfinite(on.loc[p])]
-        staged = [staged_value(*p) for p in pairs if np.isfinite(staged_value(*p))]
+        got = [ev.on.loc[p] for p in pairs if ev.on is not None and np.isfinite(ev.on.loc[p])]
+        staged = [ev.staged(*p) for p in pairs if np.isfinite(ev.staged(*p))]
         numbers = (
-            f": with P2P 'on' the copy reaches {_range_text(got)} GB/s, no more than staged through host memory "
-            f"({_range_text(staged)} GB/s, unidirectional)"
+            f": with P2P 'on' the copy reaches {range_text(got)} GB/s, no more than staged through host memory "
+            f"({range_text(staged)} GB/s, unidirectional)"
             if got and staged
             else " (can_device_access_peer says no)"
         )
+        cause = likely_causes(link_label(ev.topo, i, j), ev.src.gpu, ev.src.context)
         out.append(
             Finding(
                 "warn",
                 f"{text}: peer access is not in effect{numbers} — every copy between them is staged through host "
-                f"memory. Likely cause: {_likely_causes(link_label(topo, i, j), src.gpu, src.context)}.",
+                f"memory. Likely cause: {cause}.",
                 rule="peer_access",
                 pairs=pairs,
             )
         )
+    return out
 
-    # 2. P2P slower than staging
-    if on is not None and off is not None:
-        slower = [
-            (i, j) for i, j, v in off_diagonal(on) if np.isfinite(staged_value(i, j)) and v < 0.9 * staged_value(i, j)
-        ]
-        for text, pairs in _pair_text(slower):
-            out.append(
-                Finding(
-                    "warn",
-                    f"{text}: the direct P2P copy ({_range_text([on.loc[p] for p in pairs])} GB/s, unidirectional) is slower "
-                    f"than staging through host memory ({_range_text([staged_value(*p) for p in pairs])} GB/s) — the "
-                    "platform's peer path is poor (often across CPU sockets); NCCL_P2P_LEVEL keeps NCCL off it.",
-                    rule="p2p_slower_than_staged",
-                    pairs=pairs,
-                )
-            )
 
-    # 3. NVLink promise
+def p2p_slower_than_staged(ev: Evidence) -> list[Finding]:
+    """2. The direct P2P copy slower than staging through host memory."""
+    import numpy as np
+
+    on = ev.on
+    if on is None or ev.off is None:
+        return []
+    slower = [(i, j) for i, j, v in off_diagonal(on) if np.isfinite(ev.staged(i, j)) and v < 0.9 * ev.staged(i, j)]
+    return [
+        Finding(
+            "warn",
+            f"{text}: the direct P2P copy ({range_text([on.loc[p] for p in pairs])} GB/s, unidirectional) is slower "
+            f"than staging through host memory ({range_text([ev.staged(*p) for p in pairs])} GB/s) — the "
+            "platform's peer path is poor (often across CPU sockets); NCCL_P2P_LEVEL keeps NCCL off it.",
+            rule="p2p_slower_than_staged",
+            pairs=pairs,
+        )
+        for text, pairs in pair_text(slower)
+    ]
+
+
+def nvlink_below_promise(ev: Evidence) -> list[Finding]:
+    """3. An NVLink pair far below what its link count promises even on first-generation NVLink."""
+    out = []
     for kind in ("bandwidth_uni", "bandwidth_bi"):
-        m = mats.get((kind, "enabled"))
-        if m is None or topo is None:
+        m = ev.mats.get((kind, "enabled"))
+        if m is None or ev.topo is None:
             continue
         per_pair = 2 if kind == "bandwidth_bi" else 1
+
+        def floor(i, j):
+            return per_pair * NVLINK_MIN_PER_LINK_GBps * nvlink_count(link_label(ev.topo, i, j))
+
         weak = [
             (i, j)
             for i, j, v in off_diagonal(m)
-            if (i, j) not in blocked
-            and nvlink_count(link_label(topo, i, j))
-            and v < PROMISE_FRACTION * per_pair * NVLINK_MIN_PER_LINK_GBps * nvlink_count(link_label(topo, i, j))
+            if (i, j) not in ev.blocked and floor(i, j) and v < PROMISE_FRACTION * floor(i, j)
         ]
-        for text, pairs in _pair_text(weak):
-            label = link_label(topo, *pairs[0])
-            floor = per_pair * NVLINK_MIN_PER_LINK_GBps * nvlink_count(label)
+        for text, pairs in pair_text(weak):
+            label = link_label(ev.topo, *pairs[0])
             out.append(
                 Finding(
                     "warn",
-                    f"{text}: the topology says {label}, which carries at least {_fmt(floor)} GB/s ({DIRECTION[kind]}) even on "
-                    f"first-generation NVLink, but the copy reaches {_range_text([m.loc[p] for p in pairs])} GB/s: the NVLink "
-                    "path is not in use (peer access off in software, or links down — `nvidia-smi nvlink -s`).",
+                    f"{text}: the topology says {label}, which carries at least {fmt(floor(*pairs[0]))} GB/s "
+                    f"({DIRECTION[kind]}) even on first-generation NVLink, but the copy reaches "
+                    f"{range_text([m.loc[p] for p in pairs])} GB/s: the NVLink path is not in use (peer access off "
+                    "in software, or links down — `nvidia-smi nvlink -s`).",
                     rule="nvlink_promise",
                     pairs=pairs,
                 )
             )
+    return out
 
-    for (kind, p2p), m in sorted(mats.items(), key=lambda kv: (KINDS.index(kv[0][0]), kv[0][1])):
-        cells = off_diagonal(m)
-        gpus = sorted({i for i, _, _ in cells} | {j for _, j, _ in cells})
+
+def _matrices(ev: Evidence):
+    """(kind, p2p, matrix, its off-diagonal cells, whether lower is better, unit) in KINDS × P2P_STATES order."""
+    for (kind, p2p), m in sorted(ev.mats.items(), key=lambda kv: (KINDS.index(kv[0][0]), kv[0][1])):
         lower_is_better = not is_bandwidth(kind)
-        unit = "µs" if lower_is_better else "GB/s"
+        yield kind, p2p, m, off_diagonal(m), lower_is_better, "µs" if lower_is_better else "GB/s"
 
-        def worse(a, b):  # how far a is below b, as a fraction ≤ 1 when a is the worse one
-            return (b / a) if lower_is_better else (a / b)
 
-        # 4. GPUs slow with every peer (one finding per matrix, naming them all)
-        slow = {}
-        if len(gpus) >= 4:
-            for g in gpus:
-                mine = [v for i, j, v in cells if g in (i, j)]
-                rest = [v for i, j, v in cells if g not in (i, j)]
-                if len(mine) >= 2 and len(rest) >= 2 and worse(np.median(mine), np.median(rest)) < SLOW_GPU_FRACTION:
-                    slow[g] = (float(np.median(mine)), float(np.median(rest)))
-        if slow and len(slow) <= len(gpus) // 2:
-            names = ", ".join(f"GPU{g}" for g in slow)
-            nodes = {numa.get(g) for g in slow}
-            numa_note = (
-                f" They share NUMA node {nodes.pop()}, unlike the others: perhaps the process issuing the copies "
-                "ran on the other socket."
-                if len(nodes) == 1 and None not in nodes and nodes != {numa.get(g) for g in gpus if g not in slow}
-                else ""
+def _worse(a, b, lower_is_better: bool) -> float:
+    """How far a is below b, as a fraction ≤ 1 when a is the worse one."""
+    return (b / a) if lower_is_better else (a / b)
+
+
+def _slow_gpus(cells, lower_is_better: bool) -> dict:
+    """GPU → (median of its pairs, median of pairs without it), for GPUs slow with every peer (≥ 4 GPUs).
+
+    A finding names them only when they are at most half the GPUs; outlier_pairs leaves their pairs out either way.
+    """
+    import numpy as np
+
+    gpus = sorted({i for i, _, _ in cells} | {j for _, j, _ in cells})
+    slow = {}
+    if len(gpus) >= 4:
+        for g in gpus:
+            mine = [v for i, j, v in cells if g in (i, j)]
+            rest = [v for i, j, v in cells if g not in (i, j)]
+            if (
+                len(mine) >= 2
+                and len(rest) >= 2
+                and _worse(np.median(mine), np.median(rest), lower_is_better) < SLOW_GPU_FRACTION
+            ):
+                slow[g] = (float(np.median(mine)), float(np.median(rest)))
+    return slow
+
+
+def slow_gpus(ev: Evidence) -> list[Finding]:
+    """4. GPUs slow with every peer: one finding per matrix, naming them all."""
+    out = []
+    for kind, p2p, _, cells, lower_is_better, unit in _matrices(ev):
+        slow = _slow_gpus(cells, lower_is_better)
+        gpus = {i for i, _, _ in cells} | {j for _, j, _ in cells}
+        if not slow or len(slow) > len(gpus) // 2:
+            continue
+        names = ", ".join(f"GPU{g}" for g in slow)
+        nodes = {ev.numa.get(g) for g in slow}
+        numa_note = (
+            f" They share NUMA node {nodes.pop()}, unlike the others: perhaps the process issuing the copies "
+            "ran on the other socket."
+            if len(nodes) == 1 and None not in nodes and nodes != {ev.numa.get(g) for g in gpus if g not in slow}
+            else ""
+        )
+        vals = "; ".join(f"GPU{g} {fmt(a)} vs {fmt(b)} {unit}" for g, (a, b) in slow.items())
+        out.append(
+            Finding(
+                "info",
+                f"{names}: {'higher latency' if lower_is_better else 'lower bandwidth'} with every peer "
+                f"({what(kind, p2p)}; median of its pairs vs pairs without it: {vals}) — such a GPU may sit under the "
+                "other CPU socket, behind a busier PCIe switch, or on a narrower or slower link (`labkit doctor` shows "
+                f"width and generation).{numa_note}",
+                rule="slow_gpu",
+                pairs=tuple((i, j) for i, j, _ in cells if i in slow or j in slow),
             )
-            vals = "; ".join(f"GPU{g} {_fmt(a)} vs {_fmt(b)} {unit}" for g, (a, b) in slow.items())
-            out.append(
-                Finding(
-                    "info",
-                    f"{names}: {'higher latency' if lower_is_better else 'lower bandwidth'} with every peer "
-                    f"({_what(kind, p2p)}; median of its pairs vs pairs without it: {vals}) — such a GPU may sit under the "
-                    "other CPU socket, behind a busier PCIe switch, or on a narrower or slower link (`labkit doctor` shows "
-                    f"width and generation).{numa_note}",
-                    rule="slow_gpu",
-                    pairs=tuple((i, j) for i, j, _ in cells if i in slow or j in slow),
-                )
-            )
+        )
+    return out
 
-        # 5. single pairs far below comparable pairs
-        def group_of(i, j):
-            if p2p == "enabled":
-                label = link_label(topo, i, j)
-                return f"with the same link ({label})" if label else ""
-            if numa.get(i) is not None and numa.get(j) is not None:
-                return "on the same NUMA node" if numa[i] == numa[j] else "across NUMA nodes"
-            return ""
 
+def _comparable(ev: Evidence, p2p: str, i: int, j: int) -> str:
+    """Which pairs a pair is compared with: the same link label (P2P), the same NUMA relation (staged)."""
+    if p2p == "enabled":
+        label = link_label(ev.topo, i, j)
+        return f"with the same link ({label})" if label else ""
+    if ev.numa.get(i) is not None and ev.numa.get(j) is not None:
+        return "on the same NUMA node" if ev.numa[i] == ev.numa[j] else "across NUMA nodes"
+    return ""
+
+
+def outlier_pairs(ev: Evidence) -> list[Finding]:
+    """5. Single pairs far below comparable pairs (slow GPUs and blocked pairs have their own findings)."""
+    import numpy as np
+
+    out = []
+    for kind, p2p, m, cells, lower_is_better, unit in _matrices(ev):
+        slow = set(_slow_gpus(cells, lower_is_better))
         groups: dict[str, list[tuple[int, int, float]]] = {}
         for i, j, v in cells:
-            groups.setdefault(group_of(i, j), []).append((i, j, v))
+            groups.setdefault(_comparable(ev, p2p, i, j), []).append((i, j, v))
+        hint = (
+            " (A staged copy climbs to host memory and back: GPUs behind one PCIe switch share its uplink.)"
+            if p2p == "disabled"
+            else " Check that pair's links (`nvidia-smi nvlink -s`, `nvidia-smi topo -m`)."
+        )
         for where, members in groups.items():
             if len(members) < 4:
                 continue
@@ -301,29 +281,32 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
             flagged = [
                 (i, j)
                 for i, j, v in members
-                if worse(v, med) < OUTLIER_FRACTION and not ({i, j} & set(slow)) and (i, j) not in blocked
+                if _worse(v, med, lower_is_better) < OUTLIER_FRACTION
+                and not ({i, j} & slow)
+                and (i, j) not in ev.blocked
             ]
             others = [v for i, j, v in members if (i, j) not in flagged]
-            hint = (
-                " (A staged copy climbs to host memory and back: GPUs behind one PCIe switch share its uplink.)"
-                if p2p == "disabled"
-                else " Check that pair's links (`nvidia-smi nvlink -s`, `nvidia-smi topo -m`)."
-            )
-            for text, pairs in _pair_text(flagged):
+            for text, pairs in pair_text(flagged):
                 out.append(
                     Finding(
                         "warn",
-                        f"{text} {'takes' if lower_is_better else 'reaches'} {_range_text([m.loc[p] for p in pairs])} {unit} "
-                        f"({_what(kind, p2p)}) vs {_fmt_range(others)} {unit} for the other pairs"
+                        f"{text} {'takes' if lower_is_better else 'reaches'} {range_text([m.loc[p] for p in pairs])} "
+                        f"{unit} ({what(kind, p2p)}) vs {fmt_range(others)} {unit} for the other pairs"
                         f"{' ' + where if where else ''}.{hint}",
                         rule="outlier_pair",
                         pairs=pairs,
                     )
                 )
+    return out
 
-    # 6. both directions at once well below one direction alone
+
+def bidirectional_below_unidirectional(ev: Evidence) -> list[Finding]:
+    """6. Both directions at once well below one direction alone: the directions contend."""
+    import numpy as np
+
+    out = []
     for p2p in P2P_STATES:
-        uni, bi = mats.get(("bandwidth_uni", p2p)), mats.get(("bandwidth_bi", p2p))
+        uni, bi = ev.mats.get(("bandwidth_uni", p2p)), ev.mats.get(("bandwidth_bi", p2p))
         if uni is None or bi is None:
             continue
         below = [
@@ -334,34 +317,64 @@ def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]
             and np.isfinite(uni.loc[i, j])
             and v < BIDIR_FLOOR_FRACTION * uni.loc[i, j]
         ]
-        for text, pairs in _pair_text(below):
+        for text, pairs in pair_text(below):
             out.append(
                 Finding(
                     "warn" if p2p == "enabled" else "info",
                     f"{text} ({P2P_TEXT[p2p].split(' (')[0]}): both directions at once reach "
-                    f"{_range_text([bi.loc[p] for p in pairs])} GB/s in total, less than one direction alone "
-                    f"({_range_text([uni.loc[p] for p in pairs])} GB/s) — the two directions contend for something they "
+                    f"{range_text([bi.loc[p] for p in pairs])} GB/s in total, less than one direction alone "
+                    f"({range_text([uni.loc[p] for p in pairs])} GB/s) — the two directions contend for something they "
                     "share, typically a PCIe switch uplink or the host memory they are staged through.",
                     rule="bidirectional_below_unidirectional",
                     pairs=pairs,
                 )
             )
+    return out
 
-    # 7. staged copies that cross NUMA nodes
-    if off is not None and len(set(numa.values()) - {"N/A"}) > 1:
-        within = [v for i, j, v in off_diagonal(off) if numa.get(i) == numa.get(j)]
-        across = [v for i, j, v in off_diagonal(off) if numa.get(i) != numa.get(j)]
-        if within and across and np.median(across) < SLOW_GPU_FRACTION * np.median(within):
-            out.append(
-                Finding(
-                    "info",
-                    f"Staged copies between GPUs on different NUMA nodes reach a median {_fmt(np.median(across))} GB/s vs "
-                    f"{_fmt(np.median(within))} GB/s within one node: the staging buffer sits on one socket, so the "
-                    "other GPU's half of the copy crosses the socket link.",
-                    rule="numa",
-                    pairs=(),
-                )
-            )
+
+def staged_across_numa(ev: Evidence) -> list[Finding]:
+    """7. Staged copies between GPUs on different NUMA nodes clearly slower than within one node."""
+    import numpy as np
+
+    if ev.off is None or len(set(ev.numa.values()) - {"N/A"}) <= 1:
+        return []
+    within = [v for i, j, v in off_diagonal(ev.off) if ev.numa.get(i) == ev.numa.get(j)]
+    across = [v for i, j, v in off_diagonal(ev.off) if ev.numa.get(i) != ev.numa.get(j)]
+    if not (within and across and np.median(across) < SLOW_GPU_FRACTION * np.median(within)):
+        return []
+    return [
+        Finding(
+            "info",
+            f"Staged copies between GPUs on different NUMA nodes reach a median {fmt(np.median(across))} GB/s vs "
+            f"{fmt(np.median(within))} GB/s within one node: the staging buffer sits on one socket, so the "
+            "other GPU's half of the copy crosses the socket link.",
+            rule="numa",
+            pairs=(),
+        )
+    ]
+
+
+#: diagnose's rules, in the order their findings are listed (warnings first, stably).
+RULES = (
+    peer_access_not_in_effect,
+    p2p_slower_than_staged,
+    nvlink_below_promise,
+    slow_gpus,
+    outlier_pairs,
+    bidirectional_below_unidirectional,
+    staged_across_numa,
+)
+
+
+def diagnose(data, *, topology: str | None = None, access=None) -> list[Finding]:
+    """Plain-language findings from a p2p matrix and its topology: every rule of RULES, warnings first.
+
+    `data`: a recorded Dataset, a live P2PRun, or a tidy DataFrame in the p2p_matrix schema;
+    `topology`: `nvidia-smi topo -m` text (default: the one the data carries, if any);
+    `access`: {(src, dst): bool} (a live P2PRun brings its own).
+    """
+    ev = evidence(data, topology, access)
+    out = [finding for rule in RULES for finding in rule(ev)]
     out.sort(key=lambda x: x.level != "warn")
     return out
 
@@ -389,14 +402,14 @@ def doctor_findings(env: dict) -> list[Finding]:
         if not ok:
             blocked.append((i, j))
     out = []
-    for text, pairs in _pair_text(blocked):
+    for text, pairs in pair_text(blocked):
         i, j = pairs[0]
         label = link_label(topo, i, j)
         out.append(
             Finding(
                 "warn",
                 f"{text}{f' ({label})' if label else ''}: peer access unavailable — GPU↔GPU copies "
-                f"are staged through host memory. Likely cause: {_likely_causes(label, gpu, '')}.",
+                f"are staged through host memory. Likely cause: {likely_causes(label, gpu, '')}.",
                 rule="peer_access",
                 pairs=pairs,
             )
