@@ -32,6 +32,7 @@ from pathlib import Path
 from .. import __version__
 from ..notebooks import available, find_notebook, run_notebook
 from . import prepare
+from . import sphinx as sphinx_site
 
 #: the extra that installs what the site needs
 EXTRA = "site"
@@ -144,8 +145,6 @@ def build_site(out_dir, *, executed_dir=None, quick: bool = False, timeout: floa
     import tempfile
 
     import nbformat
-
-    from . import sphinx as sphinx_site
 
     require_tools()
     out = Path(out_dir).resolve()
