@@ -210,6 +210,87 @@ def _counted_bytes(kind: str, nbytes: int, local: bool) -> int:
     return nbytes * (2 if kind == "bandwidth_bi" else 1) * (2 if local else 1)
 
 
+def _devices(devices: Sequence[int] | None, kinds: Sequence[str]) -> list[int]:
+    """The device indices to measure (default: every visible GPU); refuses none and kinds it cannot measure."""
+    if devices is None:
+        import torch
+
+        devices = list(range(torch.cuda.device_count()))
+    devices = [int(d) for d in devices]
+    if not devices:
+        require_cuda("labkit.p2p.measure.measure", hint=NO_GPU_HINT)
+        raise ValueError("no devices to measure: name at least one CUDA device index")
+    bad = [k for k in kinds if k not in KINDS or k == "latency_cpu"]
+    if bad:
+        raise ValueError(f"cannot measure {bad}; choose from bandwidth_uni, bandwidth_bi, latency_gpu")
+    return devices
+
+
+def _mode(*, loop: bool, local: bool, staged: bool, peer: bool) -> str:
+    """How a cell's copy travels: the mode column of the p2p_matrix schema."""
+    if loop:
+        return "host_staged_loopback"
+    if local:
+        return "local"
+    if staged:
+        return "host_staged"
+    return "p2p" if peer else "driver"
+
+
+class _Cells:
+    """What one measure() call reuses from cell to cell: peer access, buffers, copy paths, timing streams."""
+
+    def __init__(self, backend, devices: list[int], kinds, nbytes: int, latency_nbytes: int):
+        self.backend, self.devices = backend, devices
+        self.nbytes, self.latency_nbytes = nbytes, latency_nbytes
+        self.access = [[backend.can_access(a, b) for b in devices] for a in devices]
+        self.big = {d: [backend.alloc(d, nbytes) for _ in range(2)] for d in devices}  # [send, receive] per GPU
+        self.big_back = (
+            {d: [backend.alloc(d, nbytes) for _ in range(2)] for d in devices} if "bandwidth_bi" in kinds else {}
+        )
+        self.small = {d: [backend.alloc(d, latency_nbytes) for _ in range(2)] for d in devices}
+        self.timers = {d: backend.timing_stream(d) for d in devices}
+        self.paths: dict[tuple, object] = {}
+
+    def path(self, a, b, staged, n, lane=0):
+        key = (a, b, staged, n, lane)  # lane 1 = a second, independent path (the diagonal's other direction)
+        if key not in self.paths:
+            self.paths[key] = self.backend.path(a, b, staged, n)
+        return self.paths[key]
+
+    def measure(self, kind: str, state: str, a: int, b: int, loop: bool, repeats: int) -> PairResult:
+        """Time one cell: GPU a → GPU b, P2P `state`, `loop` for the staged loopback inside one GPU."""
+        local = a == b and not loop
+        staged = (state == "disabled" and not local) or loop
+        peer = self.access[self.devices.index(a)][self.devices.index(b)]
+        mode = _mode(loop=loop, local=local, staged=staged, peer=peer)
+        lat = kind.startswith("latency")
+        n = self.latency_nbytes if lat else self.nbytes
+        bufs = self.small if lat else self.big
+        fwd = self.path(a, b, staged, n)
+        pairs = [(fwd, bufs[b][1], bufs[a][0])]
+        if kind == "bandwidth_bi":
+            back = self.path(b, a, staged, n, lane=1 if local else 0)
+            pairs.append((back, self.big_back[a][1], self.big_back[b][0]))
+        # One direct path times on its own stream (no fork/join in the timed loop, as the tool does);
+        # anything else forks from and joins into the source GPU's timing stream.
+        home = getattr(fwd, "home_stream", None)
+        t = home if len(pairs) == 1 and home is not None else self.timers[a]
+
+        def fn(pairs=pairs, t=t):
+            for p, _, _ in pairs:
+                p.fork(t)
+            for p, dst, src in pairs:
+                p.enqueue(dst, src)
+            for p, _, _ in pairs:
+                p.join(t)
+
+        label = f"{kind} {state} GPU{a}→GPU{b} ({mode})"
+        time_fn = self.backend.time_latency if lat else self.backend.time
+        m, notes = time_fn(fn, nbytes=_counted_bytes(kind, n, local), label=label, repeats=repeats, stream=t)
+        return PairResult(kind, state, mode, a, b, m, bool(peer), tuple(notes))
+
+
 def measure(
     devices: Sequence[int] | None = None,
     *,
@@ -233,32 +314,10 @@ def measure(
     `backend` defaults to CudaBackend(); tests inject a host-memory one.
     """
     backend = backend or CudaBackend()
-    if devices is None:
-        import torch
-
-        devices = list(range(torch.cuda.device_count()))
-    devices = [int(d) for d in devices]
-    if not devices:
-        require_cuda("labkit.p2p.measure.measure", hint=NO_GPU_HINT)
-        raise ValueError("no devices to measure: name at least one CUDA device index")
-    bad = [k for k in kinds if k not in KINDS or k == "latency_cpu"]
-    if bad:
-        raise ValueError(f"cannot measure {bad}; choose from bandwidth_uni, bandwidth_bi, latency_gpu")
+    devices = _devices(devices, kinds)
     loopback = len(devices) == 1 if loopback is None else loopback
     names = backend.device_names(devices)
-    access = [[backend.can_access(a, b) for b in devices] for a in devices]
-    big = {d: [backend.alloc(d, nbytes) for _ in range(2)] for d in devices}  # [send, receive] per GPU
-    big_back = {d: [backend.alloc(d, nbytes) for _ in range(2)] for d in devices} if "bandwidth_bi" in kinds else {}
-    small = {d: [backend.alloc(d, latency_nbytes) for _ in range(2)] for d in devices}
-    timers = {d: backend.timing_stream(d) for d in devices}
-    paths: dict[tuple, object] = {}
-
-    def path(a, b, staged, n, lane=0):
-        key = (a, b, staged, n, lane)  # lane 1 = a second, independent path (the diagonal's other direction)
-        if key not in paths:
-            paths[key] = backend.path(a, b, staged, n)
-        return paths[key]
-
+    cells = _Cells(backend, devices, kinds, nbytes, latency_nbytes)
     jobs = [(k, p, a, b, False) for k in kinds for p in p2p for a in devices for b in devices]
     if loopback:
         jobs += [(k, "disabled", d, d, True) for k in kinds if k != "bandwidth_bi" for d in devices]
@@ -266,55 +325,13 @@ def measure(
         from tqdm.auto import tqdm
 
         jobs = tqdm(jobs, desc="p2p", unit="cell", leave=False)
-    results = []
-    for kind, state, a, b, loop in jobs:
-        local = a == b and not loop
-        staged = (state == "disabled" and not local) or loop
-        ia, ib = devices.index(a), devices.index(b)
-        mode = (
-            "host_staged_loopback"
-            if loop
-            else "local"
-            if local
-            else "host_staged"
-            if staged
-            else "p2p"
-            if access[ia][ib]
-            else "driver"
-        )
-        lat = kind.startswith("latency")
-        n = latency_nbytes if lat else nbytes
-        bufs = small if lat else big
-        fwd = path(a, b, staged, n)
-        pairs = [(fwd, bufs[b][1], bufs[a][0])]
-        if kind == "bandwidth_bi":
-            pairs.append((path(b, a, staged, n, lane=1 if local else 0), big_back[a][1], big_back[b][0]))
-        # One direct path times on its own stream (no fork/join in the timed loop, as the tool does);
-        # anything else forks from and joins into the source GPU's timing stream.
-        home = getattr(fwd, "home_stream", None)
-        t = home if len(pairs) == 1 and home is not None else timers[a]
-
-        def fn(pairs=pairs, t=t):
-            for p, _, _ in pairs:
-                p.fork(t)
-            for p, dst, src in pairs:
-                p.enqueue(dst, src)
-            for p, _, _ in pairs:
-                p.join(t)
-
-        label = f"{kind} {state} GPU{a}→GPU{b} ({mode})"
-        counted = _counted_bytes(kind, n, local)
-        if lat:
-            m, notes = backend.time_latency(fn, nbytes=counted, label=label, repeats=repeats, stream=t)
-        else:
-            m, notes = backend.time(fn, nbytes=counted, label=label, repeats=repeats, stream=t)
-        results.append(PairResult(kind, state, mode, a, b, m, bool(access[ia][ib]), tuple(notes)))
+    results = [cells.measure(*job, repeats) for job in jobs]
     backend.synchronize(devices)
     return P2PRun(
         tuple(results),
         tuple(names),
         tuple(devices),
-        tuple(tuple(r) for r in access),
+        tuple(tuple(r) for r in cells.access),
         int(nbytes),
         int(latency_nbytes),
         topology,
