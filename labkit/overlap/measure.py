@@ -185,6 +185,132 @@ def host_loader_timelines(
     return [serial, tracer.timeline(LOADER_DOUBLE, source)]
 
 
+class GpuWorkload:
+    """Two pinned (and pageable) host batches, two device buffers, a matmul 'model', and the three CUDA streams.
+
+    compute = `units` GPU_MATRIX² float32 matmuls on the current stream; copies run on the H2D and D2H streams.
+    """
+
+    def __init__(self, nbytes: int, device: int, pageable: bool):
+        import torch
+
+        dev = torch.device("cuda", device)
+        torch.cuda.set_device(dev)
+        self.source = f"measured here: {torch.cuda.get_device_name(dev)}, CUDA events"
+        pinned = [torch.full((nbytes,), i + 1, dtype=torch.uint8).pin_memory() for i in range(2)]
+        self.host = {"pinned": pinned}
+        if pageable:
+            self.host["pageable"] = [torch.full((nbytes,), i + 1, dtype=torch.uint8) for i in range(2)]
+        self.dst = [torch.empty(nbytes, dtype=torch.uint8, device=dev) for _ in range(2)]
+        self.back = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
+        self.a = torch.randn(GPU_MATRIX, GPU_MATRIX, device=dev)
+        self.out = torch.empty_like(self.a)
+        self.main = CudaStream("compute", torch.cuda.current_stream(dev))
+        self.h2d = CudaStream("copy (H2D)", device=device)
+        self.d2h = CudaStream("copy (D2H)", device=device)
+
+    def compute(self, units: int) -> None:
+        import torch
+
+        for _ in range(units):
+            torch.mm(self.a, self.a, out=self.out)
+
+    def timed(self, fn, n: int = 5) -> float:
+        """Median seconds of fn on the compute stream, CUDA events, after one warm-up call."""
+        import torch
+
+        fn()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(n):
+            tr = Tracer(self.main)
+            self.main.run(fn, name="x", tracer=tr)
+            samples.append(tr.timeline("calibrate", self.source).makespan_s)
+        return float(np.median(samples))
+
+    def calibrate(self) -> tuple[float, float]:
+        """(seconds per pinned H2D copy, seconds per compute unit)."""
+        t_copy = self.timed(lambda: self.dst[0].copy_(self.host["pinned"][0], non_blocking=True))
+        return t_copy, self.timed(lambda: self.compute(1))
+
+
+def _gpu_efficiency(w: GpuWorkload, ratios, repeats: int, t_copy: float, t_unit: float, nbytes: int) -> list:
+    """Per memory, ratio and repeat: copy alone, compute alone, both at once (interleaved)."""
+    import torch
+
+    frames = []
+    for memory, bufs in w.host.items():
+        for ratio in ratios:
+            units = max(1, round(ratio * t_copy / t_unit))
+            for rep in range(repeats):
+                for scenario in EFFICIENCY_SCENARIOS:
+                    torch.cuda.synchronize()
+                    tr = Tracer(w.main)
+                    if scenario != COMPUTE_ALONE:
+                        w.h2d.run(
+                            lambda r=rep: w.dst[r % 2].copy_(bufs[r % 2], non_blocking=True), name="copy", tracer=tr
+                        )
+                    if scenario != COPY_ALONE:
+                        w.main.run(lambda u=units: w.compute(u), name="compute", tracer=tr)
+                    torch.cuda.synchronize()
+                    frames.append(
+                        tr.timeline(scenario, w.source).to_frame(
+                            compute_to_copy=float(ratio), repeat=rep, nbytes=nbytes, memory=memory, units=units
+                        )
+                    )
+    return frames
+
+
+def _gpu_duplex(w: GpuWorkload, repeats: int, nbytes: int) -> list:
+    """Per repeat: H2D alone, D2H alone, both at once on two streams."""
+    import torch
+
+    frames = []
+    for rep in range(repeats):
+        for scenario in (H2D_ALONE, D2H_ALONE, DUPLEX):
+            torch.cuda.synchronize()
+            tr = Tracer(w.main)
+            if scenario != D2H_ALONE:
+                w.h2d.run(lambda: w.dst[0].copy_(w.host["pinned"][0], non_blocking=True), name="H2D", tracer=tr)
+            if scenario != H2D_ALONE:
+                w.d2h.run(lambda: w.back.copy_(w.dst[1], non_blocking=True), name="D2H", tracer=tr)
+            torch.cuda.synchronize()
+            frames.append(
+                tr.timeline(scenario, w.source).to_frame(
+                    compute_to_copy=float("nan"), repeat=rep, nbytes=nbytes, memory="pinned", units=0
+                )
+            )
+    return frames
+
+
+def gpu_loader_timelines(w: GpuWorkload, units: int, n_batches: int) -> list[Timeline]:
+    """Serial (copy then compute on the compute stream) and double-buffered loader timelines."""
+    import torch
+
+    batches = [w.host["pinned"][i % 2] for i in range(n_batches)]
+    torch.cuda.synchronize()
+    tr = Tracer(w.main)
+    for i, b in enumerate(batches):
+        w.main.run(lambda b=b: w.dst[0].copy_(b, non_blocking=True), name=f"copy {i}", tracer=tr)
+        w.main.run(lambda: w.compute(units), name=f"compute {i}", tracer=tr)
+    torch.cuda.synchronize()
+    serial = tr.timeline(LOADER_SERIAL, w.source)
+    serial = dataclasses.replace(
+        serial,
+        spans=tuple(
+            dataclasses.replace(s, stream="copy (H2D)") if s.name.startswith("copy") else s for s in serial.spans
+        ),
+    )
+    tr = Tracer(w.main)
+    loader = double_buffered(
+        batches, lambda b, s: w.dst[s].copy_(b, non_blocking=True), copy_stream=w.h2d, compute_stream=w.main, tracer=tr
+    )
+    for i, _buf in enumerate(loader):
+        w.main.run(lambda: w.compute(units), name=f"compute {i}", tracer=tr)
+    torch.cuda.synchronize()
+    return [serial, tr.timeline(LOADER_DOUBLE, w.source)]
+
+
 def measure_gpu_overlap(
     nbytes: int = GPU_BATCH_BYTES,
     ratios: Sequence[float] = DEFAULT_RATIOS,
@@ -203,101 +329,19 @@ def measure_gpu_overlap(
     on two streams at once. Loader: serial vs `double_buffered` at compute/copy = 1.
     """
     import pandas as pd
-    import torch
 
     require_cuda("measure_gpu_overlap", hint=", or `labkit bench overlap --backend host`")
     check_pinned_request(2 * nbytes)  # two pinned source buffers
-    dev = torch.device("cuda", device)
-    torch.cuda.set_device(dev)
-    name = torch.cuda.get_device_name(dev)
-    source = f"measured here: {name}, CUDA events"
-    host = {"pinned": [torch.full((nbytes,), i + 1, dtype=torch.uint8).pin_memory() for i in range(2)]}
-    if pageable:
-        host["pageable"] = [torch.full((nbytes,), i + 1, dtype=torch.uint8) for i in range(2)]
-    dst = [torch.empty(nbytes, dtype=torch.uint8, device=dev) for _ in range(2)]
-    back = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
-    a = torch.randn(GPU_MATRIX, GPU_MATRIX, device=dev)
-    out = torch.empty_like(a)
-
-    def compute(units):
-        for _ in range(units):
-            torch.mm(a, a, out=out)
-
-    main = CudaStream("compute", torch.cuda.current_stream(dev))
-    cs = CudaStream("copy (H2D)", device=device)
-    ds = CudaStream("copy (D2H)", device=device)
-
-    def timed(fn, n=5):
-        fn()
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(n):
-            tr = Tracer(main)
-            main.run(fn, name="x", tracer=tr)
-            samples.append(tr.timeline("calibrate", source).makespan_s)
-        return float(np.median(samples))
-
-    t_copy = timed(lambda: dst[0].copy_(host["pinned"][0], non_blocking=True))
-    t_unit = timed(lambda: compute(1))
-    frames = []
-    for memory, bufs in host.items():
-        for ratio in ratios:
-            units = max(1, round(ratio * t_copy / t_unit))
-            for rep in range(repeats):
-                for scenario in EFFICIENCY_SCENARIOS:
-                    torch.cuda.synchronize()
-                    tr = Tracer(main)
-                    if scenario != COMPUTE_ALONE:
-                        cs.run(lambda r=rep: dst[r % 2].copy_(bufs[r % 2], non_blocking=True), name="copy", tracer=tr)
-                    if scenario != COPY_ALONE:
-                        main.run(lambda u=units: compute(u), name="compute", tracer=tr)
-                    torch.cuda.synchronize()
-                    frames.append(
-                        tr.timeline(scenario, source).to_frame(
-                            compute_to_copy=float(ratio), repeat=rep, nbytes=nbytes, memory=memory, units=units
-                        )
-                    )
+    w = GpuWorkload(nbytes, device, pageable)
+    t_copy, t_unit = w.calibrate()
+    frames = _gpu_efficiency(w, ratios, repeats, t_copy, t_unit, nbytes)
     if duplex:
-        for rep in range(repeats):
-            for scenario in (H2D_ALONE, D2H_ALONE, DUPLEX):
-                torch.cuda.synchronize()
-                tr = Tracer(main)
-                if scenario != D2H_ALONE:
-                    cs.run(lambda: dst[0].copy_(host["pinned"][0], non_blocking=True), name="H2D", tracer=tr)
-                if scenario != H2D_ALONE:
-                    ds.run(lambda: back.copy_(dst[1], non_blocking=True), name="D2H", tracer=tr)
-                torch.cuda.synchronize()
-                frames.append(
-                    tr.timeline(scenario, source).to_frame(
-                        compute_to_copy=float("nan"), repeat=rep, nbytes=nbytes, memory="pinned", units=0
-                    )
-                )
+        frames += _gpu_duplex(w, repeats, nbytes)
     units = max(1, round(t_copy / t_unit))
-    batches = [host["pinned"][i % 2] for i in range(loader_batches)]
-    torch.cuda.synchronize()
-    tr = Tracer(main)
-    for i, b in enumerate(batches):
-        main.run(lambda b=b: dst[0].copy_(b, non_blocking=True), name=f"copy {i}", tracer=tr)
-        main.run(lambda: compute(units), name=f"compute {i}", tracer=tr)
-    torch.cuda.synchronize()
-    serial = tr.timeline(LOADER_SERIAL, source)
-    serial = dataclasses.replace(
-        serial,
-        spans=tuple(
-            dataclasses.replace(s, stream="copy (H2D)") if s.name.startswith("copy") else s for s in serial.spans
-        ),
-    )
-    tr = Tracer(main)
-    loader = double_buffered(
-        batches, lambda b, s: dst[s].copy_(b, non_blocking=True), copy_stream=cs, compute_stream=main, tracer=tr
-    )
-    for i, _buf in enumerate(loader):
-        main.run(lambda: compute(units), name=f"compute {i}", tracer=tr)
-    torch.cuda.synchronize()
-    for tl in (serial, tr.timeline(LOADER_DOUBLE, source)):
+    for tl in gpu_loader_timelines(w, units, loader_batches):
         frames.append(tl.to_frame(compute_to_copy=1.0, repeat=0, nbytes=nbytes, memory="pinned", units=units))
     out = pd.concat(frames, ignore_index=True)
-    out.attrs["source"] = source
+    out.attrs["source"] = w.source
     return out
 
 
