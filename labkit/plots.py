@@ -186,7 +186,8 @@ def tidy(fig):
 
     Every legend entry keeps one provenance prefix ("recorded: recorded: x" → "recorded: x"), lines
     that would look the same in a legend (colour, style, marker) get colours of their own from
-    PALETTE, and legend text is at least LEGEND_FONTSIZE points. Nothing about the data changes.
+    PALETTE, legend text is at least LEGEND_FONTSIZE points, and an entry that would run into the axes on
+    its right is wrapped onto two lines (the line's own label is unchanged). Nothing about the data changes.
     `runtime.Session.figure` calls this for every figure a notebook draws.
     """
     every = [a for ax in fig.axes for a in ax.get_children() if hasattr(a, "get_label")]
@@ -196,7 +197,37 @@ def tidy(fig):
             _tidy_legend(legend, _legend_artists(legend, [a for a in ax.get_children() if hasattr(a, "get_label")]))
     for legend in fig.legends:
         _tidy_legend(legend, _legend_artists(legend, every))
+    _fit_legends(fig)
     return fig
+
+
+def _fit_legends(fig) -> None:
+    """Wrap the entries of a legend that would run into the axes (or their legend) on its right."""
+    import textwrap
+
+    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
+    if not legends or len(fig.axes) < 2:
+        return
+    get_renderer = getattr(fig.canvas, "get_renderer", None)  # Agg canvases (inline, PNG); others: left as is
+    if get_renderer is None:
+        return
+    renderer = get_renderer()
+    for ax, legend in legends:
+        box = legend.get_window_extent(renderer)
+        left = ax.get_window_extent(renderer)
+        right = [o.get_window_extent(renderer).x0 for o in fig.axes if o is not ax and o.get_visible()]
+        right = [x for x in right if x > left.x1 - 1]  # axes side by side: the next one starts right of this one
+        if not right or box.x1 <= min(right) - 6:
+            continue
+        room = min(right) - 6 - box.x0  # pixels from the legend's left edge to the next axes
+        texts = legend.get_texts()
+        widest = max(t.get_window_extent(renderer).width for t in texts)
+        handle = box.width - widest  # swatch, padding and border
+        for t in texts:
+            width = t.get_window_extent(renderer).width
+            if width > room - handle > 0:
+                chars = max(20, int(len(t.get_text()) * (room - handle) / width))
+                t.set_text(textwrap.fill(t.get_text(), chars, subsequent_indent="  "))
 
 
 def legend_problems(fig) -> list[str]:

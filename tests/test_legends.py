@@ -70,3 +70,20 @@ def test_a_recorded_label_says_recorded_once():
 
     label = sc.recorded_floor(sc.RECORDED_SWEEP).label
     assert label.startswith("recorded: ") and "recorded: recorded" not in label
+
+
+def test_a_legend_below_its_axes_does_not_run_into_the_next_one():
+    """Two panels side by side, legends under each: larger text must not overlap the right panel's legend."""
+    fig, axes = plots.figure(1, 2, width=7.5, height=5)
+    label = "recorded: Quadro RTX 6000, cudaMemcpy H2D/D2H 1 B - 1 MiB, pageable vs pinned (UW CSE 554) — pageable"
+    for ax in axes:
+        for i in range(3):
+            plots.line(ax, [1, 2], [i, i + 1], f"{label} {i}", how=plots.RECORDED)
+        plots.finish(ax, "t", "x (B)", "y (GB/s)", legend=False)
+        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.16), frameon=False)
+    plots.tidy(fig)
+    renderer = fig.canvas.get_renderer()
+    left, right = (ax.get_legend().get_window_extent(renderer) for ax in axes)
+    assert left.x1 < right.x0
+    assert "\n" in axes[0].get_legend().get_texts()[0].get_text()
+    assert axes[0].lines[0].get_label() == f"{label} 0"  # the line's own label is whole
