@@ -109,10 +109,18 @@ def record(folder, quick: bool, env: dict) -> list[str]:
 
     The pinned/pageable bandwidth sweep itself is recorded by the `copy` recorder (gpu_copy_sweep).
     """
-    import pandas as pd
-
     if not env.get("cuda_available") or not can_pin():
         return []
+    _record_pin_cost(folder, quick, env)
+    _record_dataloader(folder, quick, env)
+    _record_pitfall(folder, env)
+    return ["pin_cost", "dataloader_throughput", "dataloader_stages", "nonblocking_pitfall"]
+
+
+def _record_pin_cost(folder, quick: bool, env: dict) -> None:
+    """pin_cost: pin_memory() cold and warm vs the H2D time it saves, per size."""
+    import pandas as pd
+
     sizes = pow2_sizes(PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if quick else PIN_MAX_BYTES, step=2)
     rows = [r for c in measure_pin_cost(sizes) for r in c.to_rows()]
     write_dataset(
@@ -132,6 +140,12 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             caveats="times in seconds per call (value column, unit s); samples_s keeps the raw samples",
         ),
     )
+
+
+def _record_dataloader(folder, quick: bool, env: dict) -> None:
+    """dataloader_throughput (pin_memory False and True) and dataloader_stages."""
+    import pandas as pd
+
     loader = [measure_dataloader(pm, batches=QUICK_LOADER_BATCHES if quick else LOADER_BATCHES) for pm in (False, True)]
     write_dataset(
         folder,
@@ -171,6 +185,12 @@ def record(folder, quick: bool, env: dict) -> list[str]:
         stages_as_points(stages),
         stages_meta(env),
     )
+
+
+def _record_pitfall(folder, env: dict) -> None:
+    """nonblocking_pitfall: wrong bytes read before vs after synchronize."""
+    import pandas as pd
+
     r = nonblocking_pitfall_gpu()
     write_dataset(
         folder,
@@ -201,4 +221,3 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             method="labkit.copies.pitfall.nonblocking_pitfall_gpu: torch.cuda._sleep, then copy_(non_blocking=True) into pinned memory",
         ),
     )
-    return ["pin_cost", "dataloader_throughput", "dataloader_stages", "nonblocking_pitfall"]
