@@ -79,6 +79,76 @@ def _wire_bytes(slow: dict, rank: int, delay_s: float = 0.0) -> tuple[int, int, 
     return c["tx_bytes"], tcp_retransmitted_segments(), c["tx_packets"]
 
 
+def _ops(rank: int, world_size: int, group_size: int, slow: dict, timeout_s: float) -> tuple[dict, object, object]:
+    """({algorithm: all-reduce in place}, the layout, the Link counting hand-written sends) for this rank."""
+    import torch.distributed as dist
+
+    if slow["kind"] == "netns":
+        _join_netns(rank, world_size, slow, timeout_s)
+    layout = H.Layout(world_size, group_size)
+    groups = H.make_groups(layout)
+    uplink = None
+    if slow["kind"] == "emulated":
+        uplink = H.SharedUplink(slow["uplinks"][layout.group_of(rank)], slow["rate_GBps"] * 1e9)
+    link = H.Link(layout, rank, uplink)
+    ops = {
+        "library": lambda t: dist.all_reduce(t),
+        "flat_ring": lambda t: H.flat_all_reduce(t, groups, link),
+        "hierarchical": lambda t: H.hierarchical_all_reduce(t, groups, link),
+    }
+    return ops, layout, link
+
+
+def _bytes_sent(op, t, link, dev, slow: dict, rank: int, delay_s: float) -> tuple[dict, list | None]:
+    """One call of `op`: (bytes the Link counted, the group's wire counters' change or None), barriers around
+    every counter read so that no other rank's traffic falls inside the count."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    w0 = _wire_bytes(slow, rank, delay_s)
+    dist.barrier()  # nobody sends before every group's counter is read
+    link.reset()
+    op(t)
+    _sync(dev)
+    sent = dict(link.sent)
+    dist.barrier()
+    w1 = _wire_bytes(slow, rank, delay_s)
+    dist.barrier()  # nobody starts the timing loop (its warm-up sends) before every counter is read
+    return sent, None if w0 is None else [b - a for a, b in zip(w0, w1)]
+
+
+def _record(algo: str, per_rank: list[dict], numel: int, world_size: int, group_size: int, groups: int, slow) -> dict:
+    """Rank 0's record of one algorithm at one size, from every rank's samples, counts and check."""
+    import torch.distributed as dist
+
+    samples = slowest_rank([r["samples"] for r in per_rank])
+    seconds = statistics.median(samples)
+    wire = [r["wire"][0] for r in per_rank if r["wire"] is not None]
+    retrans = [r["wire"][1] for r in per_rank if r["wire"] is not None]
+    frames = [r["wire"][2] for r in per_rank if r["wire"] is not None]
+    counted = algo != "library"
+    return {
+        "impl": algo,
+        "backend": dist.get_backend(),
+        "world_size": world_size,
+        "group_size": group_size,
+        "groups": groups,
+        "nbytes": numel * 4,
+        "seconds": seconds,
+        "algbw_GBps": algbw(numel * 4, seconds),
+        "busbw_GBps": busbw("all_reduce", numel * 4, seconds, world_size),
+        "samples_s": samples,
+        "correct": all(r["ok"] for r in per_rank),
+        "slow_link": slow["kind"],
+        "rate_GBps": slow.get("rate_GBps"),
+        "counted_inter_bytes_per_rank": [r["sent"]["inter"] for r in per_rank] if counted else None,
+        "counted_intra_bytes_per_rank": [r["sent"]["intra"] for r in per_rank] if counted else None,
+        "wire_tx_bytes_per_group": wire or None,
+        "wire_retransmitted_segments_per_group": retrans or None,
+        "wire_tx_frames_per_group": frames or None,
+    }
+
+
 def bench_rank(
     rank: int,
     world_size: int,
@@ -102,20 +172,8 @@ def bench_rank(
 
     slow = dict(slow or {"kind": "none"})
     slow.setdefault("group_size", group_size)
-    if slow["kind"] == "netns":
-        _join_netns(rank, world_size, slow, timeout_s)
-    layout = H.Layout(world_size, group_size)
-    groups = H.make_groups(layout)
-    uplink = None
-    if slow["kind"] == "emulated":
-        uplink = H.SharedUplink(slow["uplinks"][layout.group_of(rank)], slow["rate_GBps"] * 1e9)
-    link = H.Link(layout, rank, uplink)
+    ops, layout, link = _ops(rank, world_size, group_size, slow, timeout_s)
     dev = torch.device(device)
-    ops = {
-        "library": lambda t: dist.all_reduce(t),
-        "flat_ring": lambda t: H.flat_all_reduce(t, groups, link),
-        "hierarchical": lambda t: H.hierarchical_all_reduce(t, groups, link),
-    }
     records = []
     for nbytes in sizes:
         numel = max(1, int(nbytes) // 4)  # float32
@@ -130,16 +188,7 @@ def bench_rank(
             ops[algo](t)
             ok, _ = within_summation_tolerance(t, ref, abs_sum, world_size, "float32")
             # bytes: counted by the Link (hand-written sends) and, in namespaces, on the wire
-            dist.barrier()
-            w0 = _wire_bytes(slow, rank, counter_read_delay_s)
-            dist.barrier()  # nobody sends before every group's counter is read
-            link.reset()
-            ops[algo](t)
-            _sync(dev)
-            sent = dict(link.sent)
-            dist.barrier()
-            w1 = _wire_bytes(slow, rank, counter_read_delay_s)
-            dist.barrier()  # nobody starts the timing loop (its warm-up sends) before every counter is read
+            sent, wire = _bytes_sent(ops[algo], t, link, dev, slow, rank, counter_read_delay_s)
             # time: nccl-tests' loop (labkit.collectives.time_collectives); a sample is the slowest rank's
             buf = torch.zeros(numel, device=dev)
             times = time_collectives(
@@ -150,47 +199,9 @@ def bench_rank(
                 sync=lambda: _sync(dev),
             )[algo]
             per_rank = [None] * world_size
-            dist.all_gather_object(
-                per_rank,
-                {
-                    "samples": times,
-                    "sent": sent,
-                    "ok": ok,
-                    "wire": None if w0 is None else [b - a for a, b in zip(w0, w1)],
-                },
-            )
+            dist.all_gather_object(per_rank, {"samples": times, "sent": sent, "ok": ok, "wire": wire})
             if rank == 0:
-                samples = slowest_rank([r["samples"] for r in per_rank])
-                seconds = statistics.median(samples)
-                wire = [r["wire"][0] for r in per_rank if r["wire"] is not None]
-                retrans = [r["wire"][1] for r in per_rank if r["wire"] is not None]
-                frames = [r["wire"][2] for r in per_rank if r["wire"] is not None]
-                records.append(
-                    {
-                        "impl": algo,
-                        "backend": dist.get_backend(),
-                        "world_size": world_size,
-                        "group_size": group_size,
-                        "groups": layout.groups,
-                        "nbytes": numel * 4,
-                        "seconds": seconds,
-                        "algbw_GBps": algbw(numel * 4, seconds),
-                        "busbw_GBps": busbw("all_reduce", numel * 4, seconds, world_size),
-                        "samples_s": samples,
-                        "correct": all(r["ok"] for r in per_rank),
-                        "slow_link": slow["kind"],
-                        "rate_GBps": slow.get("rate_GBps"),
-                        "counted_inter_bytes_per_rank": [r["sent"]["inter"] for r in per_rank]
-                        if algo != "library"
-                        else None,
-                        "counted_intra_bytes_per_rank": [r["sent"]["intra"] for r in per_rank]
-                        if algo != "library"
-                        else None,
-                        "wire_tx_bytes_per_group": wire or None,
-                        "wire_retransmitted_segments_per_group": retrans or None,
-                        "wire_tx_frames_per_group": frames or None,
-                    }
-                )
+                records.append(_record(algo, per_rank, numel, world_size, group_size, layout.groups, slow))
     dist.barrier()
     return records if rank == 0 else None
 
