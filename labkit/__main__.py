@@ -1,6 +1,6 @@
 """`python -m labkit …` runs the `labkit` command (the same entry point as the console script)."""
 
-from labkit.cli import main
+from labkit.tools.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -387,7 +387,7 @@ _MARKS = {"warn": "⚠️", "info": "ℹ️", "ok": "✅"}
 def diagnose(env: dict) -> list[Finding]:
     """This machine's software, CUDA, PCIe links and NUMA placement, in plain language (no measurement).
 
-    `labkit doctor` (labkit.doctor) adds what the topics read from the same environment (peer access).
+    `labkit doctor` (labkit.tools.doctor) adds what the topics read from the same environment (peer access).
     """
     out: list[Finding] = []
     if env.get("torch") is None:

@@ -30,11 +30,11 @@ step() {  # step NAME TIMEOUT_S CMD...
 export LABKIT_HEADLESS=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1
 
 step nvidia_smi 60 bash -c 'nvidia-smi; nvidia-smi topo -m; nvidia-smi -q | grep -iA3 "link width\|pcie generation"'
-step doctor 120 "$PY" -m labkit.cli doctor
-step doctor_json 120 "$PY" -m labkit.cli doctor --json
+step doctor 120 "$PY" -m labkit doctor
+step doctor_json 120 "$PY" -m labkit doctor --json
 step pytest_gpu 600 "$PY" -m pytest -q -m "gpu or multigpu" -p no:cacheprovider -o addopts="-ra" tests
-step fidelity 300 "$PY" -m labkit.cli bench fidelity --json
-step record 900 "$PY" -m labkit.cli record --out "$OUT/profile" --force $QUICK
-step notebooks 1800 "$PY" -m labkit.cli run --mode auto $QUICK --out "$OUT/notebooks"
+step fidelity 300 "$PY" -m labkit bench fidelity --json
+step record 900 "$PY" -m labkit record --out "$OUT/profile" --force $QUICK
+step notebooks 1800 "$PY" -m labkit run --mode auto $QUICK --out "$OUT/notebooks"
 echo "== $failed step(s) failed; logs in $OUT"
 exit "$failed"

@@ -22,46 +22,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "labkit"
 
-#: Core: flat modules that every other layer builds on (plus the log parsers' package).
-CORE = (
-    "units",
-    "timing",
-    "models",
-    "specs",
-    "collectives",
-    "reference",
-    "runtime",
-    "plots",
-    "widgets",
-    "check",
-    "system",
-    "launch",
-    "processes",
-    "provenance",
-    "fileio",
-    "logs",
-)
-#: Topics: one subpackage per thing a notebook reads.
-TOPICS = ("copies", "overlap", "p2p", "allreduce", "hierarchy", "cluster")
-#: Tools: the command line and what it drives.
-TOOLS = (
-    "cli",
-    "commands",
-    "flags",
-    "__main__",
-    "benches",
-    "record",
-    "compare",
-    "compare_inputs",
-    "compare_groups",
-    "compare_figures",
-    "student",
-    "soak",
-    "notebooks",
-    "doctor",
-    "site",
-    "explain",
-)
+#: The layer of a module is read from its path:
+#:   core   labkit/<module>.py, and the packages in CORE_PACKAGES (the log parsers);
+#:   topic  any other subpackage labkit/<topic>/ (one per thing a notebook reads);
+#:   tool   labkit/tools/ (the command line and what it drives), and TOOLS_OUTSIDE_TOOLS;
+#:   package  labkit/__init__.py and labkit/__main__.py (the entry point: `python -m labkit` runs the tools' cli).
+CORE_PACKAGES = ("logs",)
+#: Tools that still sit beside the topics (being edited when labkit/tools/ was made): the next move puts them there.
+TOOLS_OUTSIDE_TOOLS = ("site", "explain")
+TOOLS_PACKAGE = "tools"
+
+
+def _units(kind: str, root: Path = PACKAGE) -> tuple[str, ...]:
+    """The names of labkit's core modules or topics, read from the tree."""
+    flat = {p.stem for p in root.glob("*.py") if not p.stem.startswith("__")}
+    packages = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
+    if kind == "core":
+        return tuple(sorted(flat | (packages & set(CORE_PACKAGES))))
+    if kind == "topic":
+        return tuple(sorted(packages - set(CORE_PACKAGES) - set(TOOLS_OUTSIDE_TOOLS) - {TOOLS_PACKAGE}))
+    tools = {p.stem for p in (root / TOOLS_PACKAGE).glob("*.py") if not p.stem.startswith("__")}
+    return tuple(sorted(tools)) + TOOLS_OUTSIDE_TOOLS
+
+
+CORE = _units("core")
+TOPICS = _units("topic")
+TOOLS = _units("tool")
 #: Topic → topics it may import (a DAG: checked for cycles too). Everything else two topics share is core.
 TOPIC_EDGES = {
     "copies": ("overlap",),  # notebook 02's non_blocking pitfall on a CPU runs on overlap's host stream
@@ -203,18 +189,21 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer_of(module: str) -> tuple[str, str]:
-    """(layer, unit): layer is core, topic, tool or package; unit is the core module, topic or tool."""
+    """(layer, unit) from the module's path: layer is core, topic, tool or package; unit is the core module,
+    topic or tool (see CORE_PACKAGES and TOOLS_OUTSIDE_TOOLS above)."""
     parts = module.split(".")
-    if parts == ["labkit"]:
-        return "package", "labkit"
+    if parts in (["labkit"], ["labkit", "__main__"]):
+        return "package", parts[-1]
     head = parts[1]
+    if head == TOOLS_PACKAGE:
+        return "tool", parts[2] if len(parts) > 2 else TOOLS_PACKAGE
+    if head in TOOLS_OUTSIDE_TOOLS:
+        return "tool", head
     if head in CORE:
         return "core", head
     if head in TOPICS:
         return "topic", head
-    if head in TOOLS:
-        return "tool", head
-    raise KeyError(f"{module}: not in any layer — add it to CORE, TOPICS or TOOLS in scripts/module_map.py")
+    raise KeyError(f"{module}: not in labkit/<module>.py, a subpackage or labkit/tools/ — no layer")
 
 
 def violations(imps: list[Import]) -> list[str]:

@@ -54,7 +54,7 @@ def run_nb(tmp_path):
     results JSON. Fails the test on any cell error, and on a run that does not end (a hang)."""
     from executors import papermill_cli
 
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     def _run(name: str, mode: str = "reference", quick: bool = True, reference=None, **extra):
         results = tmp_path / f"{name}.results.json"

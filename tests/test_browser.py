@@ -29,9 +29,9 @@ from pathlib import Path
 import browser_helpers as bh
 import pytest
 
-from labkit import student
 from labkit.check import NOT_ATTEMPTED
-from labkit.notebooks import notebooks_dir
+from labkit.tools import student
+from labkit.tools.notebooks import notebooks_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

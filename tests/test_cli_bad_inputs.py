@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from labkit.cli import build_parser, main
+from labkit.tools.cli import build_parser, main
 from labkit.units import PiB, parse_size
 
 M = ["model", "--size", "1GiB", "--gpus", "8", "--bandwidth", "10"]

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from labkit import cluster
-from labkit.cli import main
 from labkit.cluster import views
+from labkit.tools.cli import main
 
 GiB = 1 << 30
 CLUSTER = ["model", "--size", "8GiB", "--gpus", "16", "--nodes", "2", "--gpus-per-node", "8", "--bandwidth", "450"]

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from labkit import cli
 from labkit.allreduce.correctness import check_worker
 from labkit.collectives import bus_factor
 from labkit.launch import launch
+from labkit.tools import cli
 
 pytestmark = pytest.mark.slow
 

@@ -14,12 +14,12 @@ from contextlib import nullcontext
 
 import pytest
 
-from labkit import cli
 from labkit.allreduce import bench_collectives, perf, perf_table
 from labkit.collectives import OPS, bus_factor
 from labkit.hierarchy import slowlink
 from labkit.logs import parse_log
 from labkit.processes import descendants
+from labkit.tools import cli
 
 #: Printed bandwidths have BW_DECIMALS places: a relation between printed numbers holds to this.
 HALF_LAST_PLACE = 0.5 * 10**-perf_table.BW_DECIMALS

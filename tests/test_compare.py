@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit import cli, plots
-from labkit.compare import compare, save_figures
-from labkit.compare_groups import PLATEAU_SIZES
-from labkit.compare_inputs import CompareError
+from labkit import plots
 from labkit.reference import PROFILE_FILE, SCHEMA_VERSION, write_dataset
+from labkit.tools import cli
+from labkit.tools.compare import compare, save_figures
+from labkit.tools.compare_groups import PLATEAU_SIZES
+from labkit.tools.compare_inputs import CompareError
 from labkit.units import GB, pow2_sizes
 
 ALPHA_S = 5e-6  # per-copy latency of both synthetic machines

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cli
+from labkit.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -2,8 +2,8 @@
 
 import os
 
-from labkit import doctor
 from labkit.system import Finding, environment
+from labkit.tools import doctor
 
 BASE = {
     "torch": "2.13.0",

@@ -18,8 +18,8 @@ import pytest
 from executors import nbconvert_execute
 
 from labkit import reference
-from labkit.notebooks import NOTEBOOKS, find_notebook
 from labkit.site import prepare as site_prepare
+from labkit.tools.notebooks import NOTEBOOKS, find_notebook
 
 pytestmark = pytest.mark.notebook
 

@@ -178,7 +178,7 @@ def test_a_fact_that_contradicts_the_log_or_is_missing_is_refused_naming_it(fact
 
 
 def _cli(capsys, *argv):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     rc = main(["explain", *map(str, argv)])
     out = capsys.readouterr()

@@ -116,7 +116,7 @@ def test_recorded_curves_are_one_way_rates():
 
 
 def test_bench_ladder_cli_yields_records(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     assert main(["bench", "ladder", "--levels", "host", "--sizes", "4KiB,1MiB", "--repeats", "3", "--json"]) == 0
     import json

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from labkit.notebooks import NOTEBOOKS, notebooks_dir
+from labkit.tools.notebooks import NOTEBOOKS, notebooks_dir
 
 NB_DIR = notebooks_dir()
 PATHS = sorted(NB_DIR.glob("*.ipynb"))

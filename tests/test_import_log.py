@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cli, reference
+from labkit import reference
 from labkit.logs import parse_log
+from labkit.tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "logs"

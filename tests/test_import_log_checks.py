@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cli, collectives, reference
+from labkit import collectives, reference
 from labkit.allreduce import views
 from labkit.logs import checks, parse_log
+from labkit.tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = ROOT / "data" / "raw"

@@ -50,7 +50,7 @@ def test_nb01_reference_mode(run_nb):
 def _markdown(name):
     import json
 
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook(name).read_text())
     # whitespace normalised: a quoted number may sit across a line break

@@ -73,7 +73,7 @@ def test_nb02_reference_mode(run_nb):
 def _markdown_text(name="02_pinned_vs_pageable"):
     import json
 
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook(name).read_text())
     return [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"]

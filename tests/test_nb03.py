@@ -57,7 +57,7 @@ def _summary_quotes_the_run(r):
     """The summary's and Q4's numbers are this run's (results JSON), as the text rounds them."""
     import json
 
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook("03_overlap").read_text())
     md = [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"]
@@ -81,8 +81,8 @@ def test_nb03_text_quotes_the_data():
     """The full-duplex figure the text quotes is the recorded H100 run's H2D + D2H at once."""
     import json
 
-    from labkit.notebooks import find_notebook
     from labkit.overlap import recorded, timelines
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook("03_overlap").read_text())
     md = " ".join(" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")

@@ -71,7 +71,7 @@ def test_nb04_reference_mode(run_nb):
 
 
 def _markdown(name="04_p2p_matrix"):
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook(name).read_text())
     return [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"]
@@ -118,7 +118,7 @@ def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
 
 def test_nb04_text_matches_the_answer_key():
     """The solution text names the groups the ranking function returns."""
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook("04_p2p_matrix").read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
@@ -130,7 +130,7 @@ def test_nb04_text_matches_the_answer_key():
 
 def test_nb04_geforce_answer_quotes_the_data():
     """The Q2 answer's numbers are the shipped matrices' (stock 2x RTX 5090 vs the 5090 + PRO 6000 box)."""
-    from labkit.notebooks import find_notebook
+    from labkit.tools.notebooks import find_notebook
 
     nb = json.loads(find_notebook("04_p2p_matrix").read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")

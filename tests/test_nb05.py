@@ -7,7 +7,7 @@ import math
 import nbformat
 import pytest
 
-from labkit.notebooks import find_notebook
+from labkit.tools.notebooks import find_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 

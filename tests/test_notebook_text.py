@@ -27,7 +27,7 @@ import warnings
 
 import pytest
 
-from labkit.notebooks import NOTEBOOKS, find_notebook
+from labkit.tools.notebooks import NOTEBOOKS, find_notebook
 
 NAME = re.compile(r"\blabkit(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 MACHINE = r"this (?:machine|host|computer)(?:'s)?"

@@ -437,7 +437,7 @@ def test_recorded_gpu_run_says_when_the_reference_has_none(tmp_path):
 
 
 def test_bench_overlap_host_json(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     rc = main(
         ["bench", "overlap", "--backend", "host", "--json", "--size", "1MiB", "--ratios", "0.5,2", "--repeats", "1"]
@@ -451,7 +451,7 @@ def test_bench_overlap_host_json(capsys):
 
 
 def test_bench_overlap_rejects_bad_ratios(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     assert main(["bench", "overlap", "--backend", "host", "--ratios", "0,1", "--repeats", "1"]) == 2
     assert "ratios must be positive" in capsys.readouterr().err

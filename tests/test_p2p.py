@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import torch
 
-from labkit import cli, plots, reference, timing
+from labkit import plots, reference, timing
 from labkit.p2p import bench_p2p, diagnosis, figures, matrices, measure, placement, staging, summaries
+from labkit.tools import cli
 
 #: The published logs behind data/, in the project (data/raw/README.md): nothing here needs ../shared.
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "raw"

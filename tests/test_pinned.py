@@ -147,7 +147,7 @@ def test_nonblocking_pitfall_on_host_threads():
 # --------------------------------------------------------------------------- bench and record without a GPU
 @pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU behaviour")
 def test_bench_pinned_without_gpu_fails_clearly(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     assert main(["bench", "pinned", "--json"]) == 2
     err = capsys.readouterr().err
@@ -155,7 +155,7 @@ def test_bench_pinned_without_gpu_fails_clearly(capsys):
 
 
 def test_bench_pinned_rejects_unknown_what(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     assert main(["bench", "pinned", "--what", "nope"]) == 2
     assert "unknown --what" in capsys.readouterr().err
@@ -209,7 +209,7 @@ def test_gpu_pin_cost_and_dataloader():
 
 @pytest.mark.gpu
 def test_gpu_bench_pinned_json(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     assert main(["bench", "pinned", "--json", "--sizes", "1MiB", "--repeats", "3", "--what", "sweep,pitfall"]) == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]

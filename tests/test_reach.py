@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import cli, notebooks
+from labkit.tools import cli, notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = (ROOT / "pyproject.toml").read_text()  # read with re: tomllib is not in Python 3.10

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit import reference
-from labkit.record import record
+from labkit.tools.record import record
 
 HERE = Path(__file__).resolve().parent
 
@@ -127,7 +127,7 @@ def _assert_previous_profile_or_nothing(tmp_path: Path, out: Path, before: dict 
 def _record_in_child(out: Path, prelude: str = "", env: dict | None = None) -> subprocess.Popen:
     """`labkit record` into `out` in a child process whose only recorder is tests/slow_recorder.py."""
     code = (
-        "import sys; sys.path.insert(0, %r)\n" % str(HERE) + prelude + "import labkit.record as r\n"
+        "import sys; sys.path.insert(0, %r)\n" % str(HERE) + prelude + "import labkit.tools.record as r\n"
         "r.RECORDERS = {'slow': 'slow_recorder'}\n"
         "r.record(%r, force=True)\n" % str(out)
     )

@@ -141,7 +141,7 @@ def test_resolve_reference_folder_puts_profile_first(toy):
 
 # ----------------------------------------------------------------- shipped profiles and import
 def test_import_profile_renames_and_relabels_without_touching_numbers(tmp_path):
-    from labkit.record import record
+    from labkit.tools.record import record
 
     prof = record(tmp_path / "node7", quick=True, only=["copy"], progress=lambda *_: None)
     dest = tmp_path / "catalogue"

@@ -7,7 +7,7 @@ import re
 import nbformat
 import pytest
 
-from labkit import cli
+from labkit.tools import cli
 
 PNG_IMG = re.compile(r'<img[^>]+src="data:image/png;base64,[A-Za-z0-9+/=\s]{1000,}"')
 

@@ -16,9 +16,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from labkit import site
-from labkit.cli import main
 from labkit.site import prepare
 from labkit.site import sphinx as site_sphinx
+from labkit.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

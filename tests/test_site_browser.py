@@ -24,9 +24,9 @@ import pytest
 import site_checks
 
 from labkit import site
-from labkit.notebooks import NOTEBOOKS
 from labkit.site import prepare
 from labkit.site import sphinx as site_sphinx
+from labkit.tools.notebooks import NOTEBOOKS
 
 pytestmark = [pytest.mark.site, pytest.mark.slow]
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from labkit.soak import child_processes, open_fds, soak
+from labkit.tools.soak import child_processes, open_fds, soak
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_fifty_ring_runs_and_repeated_launches_leak_nothing():
 
 @pytest.mark.slow
 def test_labkit_bench_soak_prints_the_counts_a_leak_would_show(capsys):
-    from labkit.cli import main
+    from labkit.tools.cli import main
 
     assert main(["bench", "soak", "--runs", "5", "--launches", "2", "--ranks", "2", "--size", "64KiB"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -1,6 +1,6 @@
 """The student edition: no solution text leaks, the copies keep parameters and metadata, and they still run.
 
-The leak check is written here independently of labkit.student: it finds what the convention says
+The leak check is written here independently of labkit.tools.student: it finds what the convention says
 must go (answer <details> blocks, `solution` and `remove-student` cells) in the instructor notebook
 and asserts that no sentence of 8 or more words from it is left anywhere in the student copy.
 """
@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
-from labkit import cli, student
 from labkit.check import NOT_ATTEMPTED
-from labkit.notebooks import available, run_notebook
+from labkit.tools import cli, student
+from labkit.tools.notebooks import available, run_notebook
 
 SENTENCE_WORDS = 8  # a run of 8 words copied from an answer is a leak, not a coincidence
 ANSWER_BLOCK = re.compile(r"<details\b[^>]*>\s*<summary\b[^>]*>(.*?)</summary\s*>(.*?)</details\s*>", re.S | re.I)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from labkit import fileio
-from labkit.record import record
-from labkit.student import build
+from labkit.tools.record import record
+from labkit.tools.student import build
 
 NOBODY = 65534  # the unprivileged account every Linux distribution has
 

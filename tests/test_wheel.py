@@ -34,7 +34,7 @@ def test_wheel_install_finds_data_and_notebooks(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     code = (
-        "import labkit, labkit.reference as r, labkit.notebooks as nb;"
+        "import labkit, labkit.reference as r, labkit.tools.notebooks as nb;"
         "print(labkit.__file__); print(len(r.list_datasets())); print(r.data_dir()); print(len(nb.available()));"
         "[r.load(n) for n in r.list_datasets()]"
     )

@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 
 from .. import __version__
-from ..notebooks import available, find_notebook, run_notebook
+from ..tools.notebooks import available, find_notebook, run_notebook
 from . import prepare
 from . import sphinx as sphinx_site
 

@@ -1,6 +1,6 @@
 """The `labkit` command line: the parser (one subcommand per command) and main, which turns every failure into one line.
 
-labkit.commands holds what each subcommand does; labkit.flags checks the values the user typed.
+labkit.tools.commands holds what each subcommand does; labkit.tools.flags checks the values the user typed.
 """
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ import argparse
 import os
 import sys
 
-from . import __version__, benches, flags
+from .. import __version__
+from ..explain import command as explain_cmd
+from ..units import MAX_MODELLED_BYTES
+from . import benches, flags
 from .benches import BENCHES
 from .commands import (
     cmd_bench,
@@ -23,8 +26,6 @@ from .commands import (
     cmd_site,
     cmd_student,
 )
-from .explain import command as explain_cmd
-from .units import MAX_MODELLED_BYTES
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,9 +9,9 @@ import dataclasses
 
 import numpy as np
 
+from ..models import MIN_POINTS_FOR_FIT, fit_alpha_beta_from_bandwidth
+from ..units import GB, format_bytes
 from .compare_inputs import QUANTITIES, RULES, CompareError, Rule, Series, key_text
-from .models import MIN_POINTS_FOR_FIT, fit_alpha_beta_from_bandwidth
-from .units import GB, format_bytes
 
 #: The plateau is the median over this many of the largest common sizes: one size alone is one
 #: sample (noisy); reaching further down takes in the ramp, where α still lowers the bandwidth.

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import reference
-from .reference import Dataset
+from .. import reference
+from ..reference import Dataset
 
 
 class CompareError(ValueError):

@@ -28,7 +28,7 @@ BENCHES = {
     "allreduce": "labkit.allreduce.bench_allreduce",
     "collectives": "labkit.allreduce.bench_collectives",
     "ladder": "labkit.hierarchy.bench_ladder",
-    "soak": "labkit.soak",
+    "soak": "labkit.tools.soak",
     "fidelity": "labkit.copies.bench_fidelity",
 }
 

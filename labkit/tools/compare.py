@@ -24,10 +24,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ..reference import Dataset
 from .compare_figures import plot_kind
 from .compare_groups import PLATEAU_SIZES, Group, compare_group
 from .compare_inputs import RULES, CompareError, Series, Source, key_text, load_source, series_of
-from .reference import Dataset
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ so an interrupted run leaves either the previous profile or a complete new one, 
 folder. Ctrl-C (SIGINT) and SIGTERM act only while the recorders run; while the temporary folder
 is made, swapped into place or removed they are held and act right after, so a signal (or a
 second Ctrl-C during the clean-up) can never cut those steps in half. Each experiment's recorder
-lives in its experiment's module (labkit.benches): `record(folder, quick, env) -> list[str]` (dataset
+lives in its experiment's module (labkit.tools.benches): `record(folder, quick, env) -> list[str]` (dataset
 names written), and returns [] when this machine cannot run it.
 """
 
@@ -18,13 +18,13 @@ import signal
 import threading
 from pathlib import Path
 
+from ..fileio import atomic_write_text, temporary_folder
+from ..reference import PROFILE_FILE, SCHEMA_VERSION, data_dir
+from ..system import environment
 from .benches import load, recorders
-from .fileio import atomic_write_text, temporary_folder
-from .reference import PROFILE_FILE, SCHEMA_VERSION, data_dir
-from .system import environment
 
 #: experiment → module with a `record(folder, quick, env)` function; None: every experiment in
-#: labkit.benches.BENCHES whose module defines one (tests put their own recorders here).
+#: labkit.tools.benches.BENCHES whose module defines one (tests put their own recorders here).
 RECORDERS: dict[str, str] | None = None
 
 

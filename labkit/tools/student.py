@@ -19,7 +19,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from .fileio import atomic_write_text
+from ..fileio import atomic_write_text
 from .notebooks import available, find_notebook
 
 SOLUTION_TAG = "solution"

@@ -10,7 +10,7 @@ import math
 import os
 import re
 
-from .units import parse_size, parse_sizes
+from ..units import parse_size, parse_sizes
 
 
 class Parser(argparse.ArgumentParser):

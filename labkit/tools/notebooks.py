@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from . import reference
+from .. import reference
 
 NOTEBOOKS = (
     "01_pcie_latency_curve",
@@ -19,11 +19,11 @@ NOTEBOOKS = (
 
 
 def notebooks_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "notebooks", here / "_notebooks"):
+    package = Path(__file__).resolve().parents[1]  # labkit/
+    for candidate in (package.parent / "notebooks", package / "_notebooks"):
         if candidate.is_dir():
             return candidate
-    raise FileNotFoundError(f"no notebooks folder next to {here}")
+    raise FileNotFoundError(f"no notebooks folder next to {package}")
 
 
 def find_notebook(name: str) -> Path:

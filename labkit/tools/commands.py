@@ -1,4 +1,4 @@
-"""What each `labkit` subcommand does with the flags the parser read (labkit.cli builds the parser)."""
+"""What each `labkit` subcommand does with the flags the parser read (labkit.tools.cli builds the parser)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,18 @@ import json
 import os
 import sys
 
-from . import benches, doctor, flags, reference
-from . import cluster as cluster_model
+from .. import cluster as cluster_model
+from .. import reference
+from ..models import allreduce_time
+from ..site import build_site
+from ..system import environment
+from ..units import MAX_MODELLED_BYTES, format_time, parse_size
+from . import benches, doctor, flags
 from .benches import BENCHES
 from .compare import compare, save_figures
-from .models import allreduce_time
 from .notebooks import check_reference, closest, copy_notebooks, find_notebook, run_notebooks
 from .record import record
-from .site import build_site
 from .student import build
-from .system import environment
-from .units import MAX_MODELLED_BYTES, format_time, parse_size
 
 
 def _load_bench(name: str):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import time
 
-from .allreduce.ring import ring_allreduce_
-from .launch import check_world_size, launch
-from .processes import descendants, helper_processes
-from .units import format_bytes, parse_size
+from ..allreduce.ring import ring_allreduce_
+from ..launch import check_world_size, launch
+from ..processes import descendants, helper_processes
+from ..units import format_bytes, parse_size
 
 
 def open_fds() -> int:

@@ -8,9 +8,9 @@ Nothing is measured: `labkit bench` does that.
 
 from __future__ import annotations
 
-from . import system
-from .p2p.diagnosis import doctor_findings
-from .system import Finding, environment, parse_topology
+from .. import system
+from ..p2p.diagnosis import doctor_findings
+from ..system import Finding, environment, parse_topology
 
 
 def diagnose(env: dict) -> list[Finding]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from . import plots
+from .. import plots
+from ..units import format_bytes
 from .compare_groups import PLATEAU_SIZES, Group, bandwidths
-from .units import format_bytes
 
 
 def plot_kind(groups: list[Group]):
