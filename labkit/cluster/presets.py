@@ -66,6 +66,14 @@ PRESETS: dict[str, System] = {
         name="DGX A100: 8x A100 SXM, 8x InfiniBand HDR 200G",
         source="DGX A100 user guide: 8 HDR HCAs for compute",
     ),
+    "dgx_a100_100g_8nic": _F(
+        gpus_per_node=8,
+        gpu="A100",
+        nics_per_node=8,
+        nic_GBps=12.5,
+        name="DGX A100 with 8x 100 Gb/s NICs",
+        source="NVIDIA/nccl#812 (the reporter: 'standard DGX A100 platform, each node has 8 x 100Gbps NICs')",
+    ),
     "a800_hdr_1nic": _F(
         gpus_per_node=8,
         gpu="A800",
@@ -81,6 +89,15 @@ PRESETS: dict[str, System] = {
         nic_GBps=12.5,
         name="AWS p4d.24xlarge: 8x A100 40GB, 4x 100 Gb/s EFA",
         source="AWS P4d (400 Gbps EFA, 4 adapters); aws-efa-eks log: NET/AWS Libfabric/0..3 GDRDMA",
+    ),
+    "p4dn_efa": _F(
+        gpus_per_node=8,
+        gpu="A100",
+        nics_per_node=4,
+        nic_GBps=12.5,
+        name="AWS 'p4dn.24xlarge' (nccl#527's word), modelled as p4d.24xlarge: 8x A100, 4x 100 Gb/s EFA (assumed)",
+        source="NVIDIA/nccl#527 (a commenter's runs; 8 ranks per instance fixed by busbw/algbw); GPU and EFA count not "
+        "stated there: AWS P4d's 8x A100 and 400 Gbps EFA (4 adapters) assumed",
     ),
     "oci_bm_gpu4_8": _F(
         gpus_per_node=8,

@@ -3,7 +3,13 @@
 `DATASETS` is the one table that maps a dataset to the system it ran on (a preset) and says, per run,
 which algorithm ran (from the log's NCCL_ALGO, the job spec or the author where one is stated; else
 NCCL's pick, which is what the model predicts) and whether the run is healthy. busbw is read from
-data/*.csv (each derived from its raw log in data/raw/), never typed in here.
+data/*.csv (each derived from its raw log in data/raw/, or quoted from an issue thread's prose: a `point`
+dataset, whose figure may be approximate and whose size the words leave out), never typed in here.
+
+Status, as the source says: "healthy" (a maintainer or a clean published run), "misconfigured", "reported slow"
+(the thread reports or a maintainer calls it slow), "user report" / "user report, approximate" (a user's run, or
+round figures in a user's prose, with no verdict in the thread), "facts unpublished" (what the model needs is not published). Only healthy runs are
+held to ±10%.
 
 No factor in the model is fitted to these runs: the numbers are NCCL's tuning model with its own
 constants (labkit.cluster.nccl).
@@ -35,6 +41,9 @@ class Run:
     basis: str
     gpus: int | None = None  # a run on k GPUs of one node: the model's node has k GPUs
     stated: str | None = None  # the algorithm NCCL ran by default, where the log or its author says
+    system: str | None = None  # a preset for this run where it is not the dataset's (one thread, two clusters)
+    nvls: bool | None = None  # False: the run set NCCL_NVLS_ENABLE=0, so the model's node has no NVLS
+    assume: dict | None = None  # what a quoted figure leaves out, modelled at: {"nbytes": S, "nodes": m}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +178,92 @@ DATASETS: tuple[Dataset, ...] = (
 )
 
 
+_GiB = 1 << 30
+_1221 = "NCCL 2.19.3; a round figure in the reporter's prose (nccl#1221), no maintainer verdict in the stored thread"
+_527 = (
+    "in the thread 'Slow bus bandwidth w/ nccl 2.9.9 on EC2 instances' the commenter asks what to expect after busbw "
+    "fell from 230.77 (1 instance) to 29.61 GB/s (4); no NCCL_ALGO shown; 'p4dn' modelled as p4d.24xlarge (8x A100, "
+    "4x 100 Gb/s EFA), which the thread does not state"
+)
+
+#: Public runs from issue threads (issue 24): the healthy/slow mark is what the thread's maintainers said.
+PUBLIC_THREADS: tuple[Dataset, ...] = (
+    Dataset(
+        "nccl_allreduce_h100_8x400g_roce_nvls_1_2_4nodes_issue1221_points",
+        "h100_roce_8nic",
+        tuple(
+            Run(
+                f"nccl#1221 {m} node{'s' if m > 1 else ''}, NVLS {'on' if v else 'off'}",
+                {"nodes": m, "config": f"NCCL_NVLS_ENABLE={v}"},
+                None,
+                "user report, approximate",
+                f"NCCL_NVLS_ENABLE={v}" + ("" if v else " (the model's node without NVLS)") + "; " + _1221,
+                nvls=None if v else False,
+                assume={"nbytes": 8 * _GiB},
+            )
+            for m in (1, 2, 4)
+            for v in (0, 1)
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_1gib_p4dn_1to4nodes_efa_issue527",
+        "p4dn_efa",
+        tuple(
+            Run(
+                f"nccl#527 {m} instance{'s' if m > 1 else ''}",
+                {"nodes": m},
+                None,
+                "reported slow" if m > 1 else "user report",
+                _527 if m > 1 else "the single-instance baseline of the slowness report, not questioned in the thread",
+            )
+            for m in (1, 2, 3, 4)
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_dgxa100_8xhdr_and_8x100g_ring_issue812_points",
+        "a100_hdr_8nic",
+        (
+            Run(
+                "nccl#812 DGX A100, 8x HDR (maintainer)",
+                {"config": "not stated"},
+                None,
+                "healthy",
+                "the maintainer's own measurement ('we measure 192GB/s AllReduce BusBW', AddyLaddy, nccl#812); "
+                "algorithm, nodes and size not stated (busbw over IB cards: more than one node)",
+                assume={"nbytes": 8 * _GiB, "nodes": 2},
+            ),
+            Run(
+                "nccl#812 2x DGX A100, 8x 100G, NCCL_ALGO=Ring",
+                {"config": "NCCL_ALGO=Ring"},
+                "ring",
+                "reported slow",
+                "the maintainer: 'only getting 60GB/s from Ring - that seems a little low for 8x100Gbit/s NICs' "
+                "(AddyLaddy, nccl#812); ~60 is his round reading of the reporter's data",
+                system="dgx_a100_100g_8nic",
+                assume={"nbytes": 8 * _GiB},
+            ),
+        ),
+    ),
+    Dataset(
+        "nccl_allreduce_a800_1xhdr_12nodes_issue412_points",
+        "a800_hdr_1nic",
+        (
+            Run(
+                "nccl#412 12 nodes, 8x A800, one HDR NIC each",
+                {"nodes": 12},
+                None,
+                "facts unpublished",
+                "nccl-tests '# Avg bus bandwidth', a mean over sizes the thread does not state (not the largest size), "
+                "on a network shared with other jobs and storage; the maintainer expects 24 GB/s at 8G with the NIC on "
+                "a GPU's PCIe switch, 'If the NIC is attached to the CPU getting 16 GB/s is normal' (sjeaugey, "
+                "nccl#412); where this NIC attaches is not stated",
+                assume={"nbytes": 8 * _GiB},
+            ),
+        ),
+    ),
+)
+
+
 def _k_gpu_runs(system: str, first_nvls: int) -> tuple[Run, ...]:
     out = []
     for k in range(4, 9):
@@ -255,33 +350,36 @@ def runs() -> list[dict]:
 @functools.lru_cache(maxsize=1)
 def _runs() -> list[dict]:
     out = []
-    for ds in DATASETS + SINGLE_NODE:
+    for ds in DATASETS + PUBLIC_THREADS + SINGLE_NODE:
         d = reference.load(ds.name)
         for run in ds.runs:
             f = _select(d.frame, run.match)
             if f.empty:
                 raise ValueError(f"{ds.name}: no rows match {run.match} ({run.label})")
-            top = f[f["nbytes"] == f["nbytes"].max()].iloc[0]
-            S, N = float(top["nbytes"]), int(top["world_size"])
-            system = preset(ds.system)
+            name = run.system or ds.system
+            system = preset(name)
+            if run.nvls is not None:
+                system = dataclasses.replace(system, nvls=run.nvls)
             g = run.gpus or ds.gpus_per_node or system.gpus_per_node
             if g != system.gpus_per_node:
                 system = dataclasses.replace(system, gpus_per_node=g)
+            S, N, measured, approximate, assumed = _measured(ds.name, run, f, g)
             m = N // g
             pick = predict(system, m, S)
             ran = predict(system, m, S, algorithm=run.algorithm) if run.algorithm else pick
-            measured = float(top["busbw_GBps"])
             ratio = measured / ran.busbw_GBps
             out.append(
                 {
                     "dataset": ds.name,
                     "run": run.label,
-                    "system": ds.system,
+                    "system": name,
                     "nodes": m,
                     "gpus": N,
                     "nbytes": S,
-                    "size": format_bytes(S),
+                    "size": format_bytes(S) + (" (assumed)" if "nbytes" in (run.assume or {}) else ""),
                     "measured_busbw_GBps": measured,
+                    "approximate": approximate,
+                    "assumed": assumed,
                     "algorithm": ran.algorithm,
                     "protocol": ran.protocol,
                     "forced": run.algorithm is not None,
@@ -302,6 +400,32 @@ def _runs() -> list[dict]:
     return out
 
 
+def _measured(dataset: str, run: Run, f, g: int) -> tuple[float, int, float, bool, str]:
+    """(size, ranks, busbw, approximate, what was assumed) of one run: a sweep at its largest size, or a quoted figure
+    (kind point: `value` is the busbw) modelled at the size and node count `run.assume` gives where the words do not."""
+    import pandas as pd
+
+    if "nbytes" in f:
+        top = f[f["nbytes"] == f["nbytes"].max()].iloc[0]
+        return float(top["nbytes"]), int(top["world_size"]), float(top["busbw_GBps"]), False, ""
+    if len(f) != 1:
+        raise ValueError(f"{dataset}: {len(f)} rows match {run.match} ({run.label}); a quoted figure needs exactly one")
+    top, assume, notes = f.iloc[0], run.assume or {}, []
+    if "nbytes" not in assume:
+        raise ValueError(f"{dataset}: {run.label} quotes no size; give Run.assume['nbytes'] to model it at")
+    S = float(assume["nbytes"])
+    notes.append(f"size not stated: modelled at {format_bytes(S)}")
+    if pd.notna(top.get("world_size")):
+        N = int(top["world_size"])
+    else:
+        stated = pd.notna(top.get("nodes"))
+        m = int(top["nodes"]) if stated else int(assume["nodes"])
+        N = m * g
+        notes.append(f"ranks not stated: {g} per node" + ("" if stated else f"; nodes not stated: modelled at {m}"))
+    approximate = str(top.get("approximate", "")).strip() == "~"
+    return S, N, float(top["value"]), approximate, "; ".join(notes)
+
+
 def validation():
     """One row per recorded run of every multi-node dataset in data/: measured busbw, the model's busbw for the
     algorithm that ran (NCCL's pick unless the run forced one), the ratio, and whether the run is healthy."""
@@ -320,6 +444,7 @@ def summary(frame) -> dict:
         "healthy_multi_node": int(len(healthy)),
         "healthy_within_10pct": int(healthy["within_10pct"].sum()),
         "datasets": int(frame["dataset"].nunique()),
+        "by_status": {k: int(v) for k, v in multi["status"].value_counts().sort_index().items()},
         "outside": {r.run: r.status for r in frame.itertuples() if not r.within_10pct},
         "pick_differs_from_stated": [
             r.run

@@ -108,7 +108,8 @@ def plot_validation(frame):
     xs = [20.0, top]
     ax.plot(xs, xs, color="0.3", lw=1, label="recorded = model")
     ax.fill_between(xs, [x * BAND[0] for x in xs], [x * BAND[1] for x in xs], color="0.85", label="±10%")
-    marks = {"healthy": "o", "misconfigured": "X", "facts unpublished": "s"}
+    marks = {"healthy": "o", "misconfigured": "X", "facts unpublished": "s", "reported slow": "v"}
+    marks.update({"user report": "P", "user report, approximate": "D"})
     for i, algo in enumerate(sorted(frame["algorithm"].unique())):
         for status, mk in marks.items():
             sel = frame[(frame["algorithm"] == algo) & (frame["status"] == status)]
