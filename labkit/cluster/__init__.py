@@ -5,7 +5,7 @@ their speed, NVLS / SHARP — and inside it follows NCCL's own tuning model (src
 search.cc, topo.h at a named commit: `labkit.cluster.nccl`). Everything that shows a cluster number
 (notebook 06, `labkit model`, `labkit explain`) calls it.
 
-- `system_from_facts(...)`, `preset(name)`, `PRESETS`: a node type and its fabric (`System`);
+- `system_from_facts(...)`, `preset(name)`, `PRESETS` (`presets`): a node type and its fabric (`System`);
 - `predict(system, nodes, nbytes, op=..., algorithm=None)`: NCCL's pick (or a forced algorithm) as a
   `Prediction` (nccl-tests algbw/busbw, bound, the forced ring beside it, notes, source);
 - `validation()`: every multi-node dataset in data/ against the model, one row per run;

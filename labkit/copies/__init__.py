@@ -7,5 +7,8 @@
 - `placement`: recorded NUMA / shared-root-complex effects on host DMA; `numa`: host copies with the memory
   on the thread's own NUMA node vs another, measured here;
 - `pitfall`: reading a non_blocking D2H copy too early; `fidelity`: labkit's timer against raw CUDA;
+- `small_copy`: small host↔GPU copies timed the way the CUDA tools do (the latency floor);
+- `directions`: H2D against D2H on every shipped system; `host_memory`: the kinds of host memory a GPU can
+  reach, each with a number and its source; `link_health`: PCIe replay counters and CUDA vs PCI device order;
 - `bench_copy`, `bench_host`, `bench_pinned`, `bench_fidelity`: `labkit bench` / `labkit record`.
 """
