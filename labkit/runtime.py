@@ -326,6 +326,35 @@ class Session:
         self.checks[name] = bool(passed)
         return bool(passed)
 
+    def present(self, result, experiment: str | None = None):
+        """Show a topic result and record what it shows, so a notebook cell holds the idea, not the bookkeeping.
+
+        `result` is any object with some of these methods (each optional, duck-typed):
+        - `figure()` -> a matplotlib figure: checked through `figure()` and shown;
+        - `report()` -> Markdown (a string) or a DataFrame: displayed (an empty result explains itself here);
+        - `numbers()` -> {key: float}: into the results JSON's `numbers`;
+        - `checks()` -> {name: bool}: into `checks` (recorded, not raised);
+        - `notes()` -> {key: value}: attached to `experiment` (default: the result's `experiment` attribute);
+        - a `datasets` attribute (names): recorded as shown.
+        Returns `result`, so `fit = session.present(topic.fit_curve(...))` reads as one step.
+        """
+        if hasattr(result, "figure"):
+            fig = result.figure()
+            if fig is not None:
+                self.figure(fig)
+                _show(fig)
+        if hasattr(result, "report"):
+            _display(result.report())
+        for key, value in (result.numbers() if hasattr(result, "numbers") else {}).items():
+            self.number(key, value)
+        for name, passed in (result.checks() if hasattr(result, "checks") else {}).items():
+            self.check(name, passed)
+        experiment = experiment or getattr(result, "experiment", None)
+        if experiment and hasattr(result, "notes"):
+            self.note(experiment, **result.notes())
+        self.shown(*getattr(result, "datasets", ()))
+        return result
+
     def summary(self) -> dict:
         if self.figures_checked:
             self.check("figures_labelled", not self.figure_problems)
@@ -360,3 +389,36 @@ def _json_default(x):
         return float(x)
     except (TypeError, ValueError):
         return str(x)
+
+
+def _show(fig) -> None:
+    """Show a figure: inline in a notebook (plt.show), closed elsewhere so scripts and tests do not pile them up."""
+    import matplotlib.pyplot as plt
+
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = None  # noqa: N806
+    if get_ipython is not None and get_ipython() is not None:
+        plt.show()
+    else:
+        plt.close(fig)
+
+
+def _display(shown) -> None:
+    """Display a report: Markdown for a string, the rich table for a DataFrame, plain text outside a notebook."""
+    if shown is None or (isinstance(shown, str) and not shown):
+        return
+    if isinstance(shown, str):
+        Session.say(shown)
+        return
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        print(shown)
+        return
+    if get_ipython() is None:
+        print(shown)
+    else:
+        display(shown)

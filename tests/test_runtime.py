@@ -157,3 +157,58 @@ def test_without_an_nvidia_driver_torch_facts_need_no_torch_import():
     n, imported, version, build, torch_version, torch_build = json.loads(out)
     assert (n, imported) == (0, False)
     assert (version, build) == (torch_version, torch_build)
+
+
+def test_present_records_what_a_result_shows_and_returns_it(tmp_path):
+    """Session.present: a result's figure is checked, its numbers/checks/notes/datasets land in the results JSON."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from labkit import plots
+    from labkit.runtime import Session
+
+    class Result:
+        experiment = "demo"
+        datasets = ("some_dataset",)
+
+        def figure(self):
+            fig, ax = plots.figure()
+            plots.line(ax, [1, 2], [1, 2], "measured here: demo")
+            plots.finish(ax, "Demo", "size (B)", "time (s)", source="measured here")
+            return fig
+
+        def report(self):
+            return "a line of **Markdown**"
+
+        def numbers(self):
+            return {"alpha_us": 3.5}
+
+        def checks(self):
+            return {"alpha_positive": True, "beta_positive": False}
+
+        def notes(self):
+            return {"fit": "alpha-beta"}
+
+    s = Session("demo", "reference", results_path=tmp_path / "r.json")
+    r = Result()
+    assert s.present(r) is r
+    data = s.save()
+    assert data["numbers"] == {"alpha_us": 3.5}
+    assert data["checks"]["alpha_positive"] is True and data["checks"]["beta_positive"] is False
+    assert data["all_checks_passed"] is False
+    assert data["experiments"]["demo"] == {"fit": "alpha-beta"}
+    assert data["datasets"] == ["some_dataset"]
+    assert data["figures_checked"] == 1
+
+
+def test_present_takes_a_result_with_only_some_methods():
+    from labkit.runtime import Session
+
+    class Numbers:
+        def numbers(self):
+            return {"n_half_bytes": 4096}
+
+    s = Session("demo", "reference")
+    s.present(Numbers())
+    s.present(object())  # nothing to show is not an error
+    assert s.numbers == {"n_half_bytes": 4096.0} and s.figures_checked == 0
