@@ -117,7 +117,7 @@ def _add_record(sub) -> None:
 
 def _add_run(sub) -> None:
     run = sub.add_parser("run", help="execute notebooks headless with papermill")
-    run.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all six)")
+    run.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all of them)")
     run.add_argument("--out", default="artifacts/run", help="folder for executed notebooks and results")
     run.add_argument("--mode", default="auto", choices=["auto", "live", "reference"])
     run.add_argument("--quick", action="store_true")
@@ -167,7 +167,7 @@ def _add_compare(sub) -> None:
 
 
 def _add_notebooks(sub) -> None:
-    nb = sub.add_parser("notebooks", help="copy the six notebooks (instructor edition) into a folder")
+    nb = sub.add_parser("notebooks", help="copy the notebooks (instructor edition) into a folder")
     nb.add_argument("--out", required=True, help="folder for the copies")
     nb.add_argument("--force", action="store_true", help="overwrite notebooks already in that folder")
     nb.set_defaults(func=cmd_notebooks)

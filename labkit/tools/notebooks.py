@@ -85,7 +85,7 @@ def require_executor():
 
 
 def copy_notebooks(out_dir, *, force: bool = False) -> list[Path]:
-    """Copy the six instructor notebooks (as shipped, without outputs) into `out_dir`; return the copies.
+    """Copy the instructor notebooks (as shipped, without outputs) into `out_dir`; return the copies.
 
     Refuses to overwrite a notebook that is already there unless `force` (it may hold a learner's work).
     """
