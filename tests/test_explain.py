@@ -92,6 +92,19 @@ def test_healthy_published_runs_come_out_healthy(source, facts):
         assert r["ratio"] >= rules.HEALTHY_RATIO and r["below_expected_sizes"] == []
 
 
+def test_explain_and_the_validation_table_agree_on_a_default_run_too_fast_for_a_ring():
+    """nccl#527's 2-instance p4dn run (57.17 GB/s, no NCCL_ALGO) beats the ring's NIC-sum bound (47.8), so it was not a
+    ring: explain compares it with NCCL's pick (tree), as labkit.cluster.validation does, and both call it slow."""
+    from labkit.cluster import validation
+
+    ds = "nccl_allreduce_1gib_p4dn_1to4nodes_efa_issue527"
+    r = next(r for r in explain(ds, system="p4dn_efa") if r["nodes"] == 2)
+    row = validation().query("dataset == @ds and nodes == 2").iloc[0]
+    assert r["verdict"] == "below_expected" and r["algorithm"] == row["algorithm"] == "tree"
+    assert r["expected_busbw_GBps"] == pytest.approx(row["predicted_busbw_GBps"], rel=1e-6)
+    assert r["ratio"] == pytest.approx(row["ratio"], rel=1e-3)
+
+
 def test_a_two_node_tree_above_the_nic_sum_is_explained_as_normal():
     (r,) = explain(str(LOG_ALPS), run=2, op="all_reduce", system="alps_gh200")
     assert r["nodes"] == 2 and r["measured_busbw_GBps"] > 4 * 25  # 158.28 GB/s over 4 x 25 GB/s Slingshot NICs

@@ -139,7 +139,8 @@ def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
     pick = model.predict(system, nodes, size, op=op)
     expected = model.predict(system, nodes, size, op=op, algorithm=algo) if algo else pick
     short_of_pick = busbw < rules.HEALTHY_RATIO * pick.busbw_GBps
-    if not algo and short_of_pick and pick.algorithm != "ring" and busbw >= rules.HEALTHY_RATIO * pick.ring_busbw_GBps:
+    ring_like = rules.HEALTHY_RATIO * pick.ring_busbw_GBps <= busbw <= rules.RING_CEILING_RATIO * pick.ring_busbw_GBps
+    if not algo and short_of_pick and pick.algorithm != "ring" and ring_like:
         expected = model.predict(system, nodes, size, op=op, algorithm="ring")
         basis = "not stated; the run matches the model's ring (NCCL may pick ring at this size)"
     ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None, with_nvls, why_no_nvls)

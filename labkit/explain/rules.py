@@ -17,6 +17,10 @@ from .runs import Run
 #: At or above this share of the model's busbw a run is healthy: the model is held to ±10% on healthy published
 #: runs (issue 24), and real runs spread by a further ~10% (the validation table's healthy rows: 0.85-1.06).
 HEALTHY_RATIO = 0.8
+#: A ring cannot beat its own bound (the NIC sum across nodes, NVLink inside one): a run above this share of the
+#: model's ring was not a ring, whatever it matches. 1.10 covers the model's spread on healthy rings (validation:
+#: 0.91-1.09).
+RING_CEILING_RATIO = 1.10
 #: Above this share the model understates the run (its facts are too low, or an in-network reduction ran).
 ABOVE_RATIO = 1.15
 #: A sweep that stops below this size has not reached its plateau (sjeaugey, nccl-tests#212: "256M is too small").
