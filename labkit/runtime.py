@@ -331,7 +331,8 @@ class Session:
 
         `result` is any object with some of these methods (each optional, duck-typed):
         - `figure()` -> a matplotlib figure: checked through `figure()` and shown;
-        - `report()` -> Markdown (a string) or a DataFrame: displayed (an empty result explains itself here);
+        - `report()` -> Markdown (a string), a DataFrame, or a list of these: displayed in order (an empty result
+          explains itself here);
         - `numbers()` -> {key: float}: into the results JSON's `numbers`;
         - `checks()` -> {name: bool}: into `checks` (recorded, not raised);
         - `notes()` -> {key: value}: attached to `experiment` (default: the result's `experiment` attribute);
@@ -344,7 +345,9 @@ class Session:
                 self.figure(fig)
                 _show(fig)
         if hasattr(result, "report"):
-            _display(result.report())
+            report = result.report()
+            for part in report if isinstance(report, list) else [report]:  # a line of text, then its table
+                _display(part)
         for key, value in (result.numbers() if hasattr(result, "numbers") else {}).items():
             self.number(key, value)
         for name, passed in (result.checks() if hasattr(result, "checks") else {}).items():
