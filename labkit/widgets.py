@@ -212,23 +212,18 @@ def log2_size_slider(lo_exp: int, hi_exp: int, value_exp: int, description: str 
 
 
 def float_slider(value, lo, hi, step, description: str = ""):
-    import ipywidgets as w
-
-    return w.FloatSlider(
-        value=value,
-        min=lo,
-        max=hi,
-        step=step,
-        description=description,
-        style={"description_width": "initial"},
-        continuous_update=False,
-    )
+    return _slider("FloatSlider", value, lo, hi, step, description)
 
 
 def int_slider(value, lo, hi, step=1, description: str = ""):
+    return _slider("IntSlider", value, lo, hi, step, description)
+
+
+def _slider(kind: str, value, lo, hi, step, description: str):
+    """An ipywidgets slider of `kind` that updates on release, its label at full width."""
     import ipywidgets as w
 
-    return w.IntSlider(
+    return getattr(w, kind)(
         value=value,
         min=lo,
         max=hi,
