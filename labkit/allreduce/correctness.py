@@ -128,3 +128,40 @@ def check_worker(
                         }
                     )
     return reports
+
+
+# --------------------------------------------------------------------------- notebook 05's gloo check
+class GlooChecks:
+    """Every rank's `check_worker` reports, summarised per implementation and group size, and checked."""
+
+    experiment = "ring_gloo"
+
+    def __init__(self, per_rank, counts, group_sizes):
+        import pandas as pd
+
+        self.counts, self.group_sizes = list(counts), list(group_sizes)
+        self.frame = pd.DataFrame([r for reports in per_rank for r in reports])
+
+    def report(self):
+        """One row per (implementation, group size): every size checked, all bit-identical / within tolerance?"""
+        return self.frame.groupby(["impl", "group_size"]).agg(
+            sizes=("count", "nunique"),
+            integer_bit_identical=("integer_bit_identical", "all"),
+            integer_exact=("integer_exact", "all"),
+            random_within_tolerance=("random_within_tolerance", "all"),
+            random_max_abs_diff=("random_max_abs_diff", "max"),
+            random_bit_identical=("random_bit_identical", "all"),
+        )
+
+    def checks(self) -> dict:
+        f = self.frame
+        rings = f[f.impl.isin(["ring", "ring_simple"])]
+        return {
+            "gloo_bit_identical_on_integer_inputs": bool(f.integer_bit_identical.all() and f.integer_exact.all()),
+            "gloo_random_floats_within_tolerance": bool(f.random_within_tolerance.all()),
+            "gloo_ring_matches_simulation": bool(rings.matches_simulation.all()),
+            "gloo_ring_bytes_match_schedule": bool((rings.bytes_sent == rings.ring_bytes_sent).all()),
+        }
+
+    def notes(self) -> dict:
+        return {"backend": "gloo", "checked_group_sizes": self.group_sizes, "checked_counts": self.counts}

@@ -16,6 +16,8 @@ The method (nccl-tests' conventions, see DESIGN.md "Collectives"):
 
 from __future__ import annotations
 
+import datetime
+import os
 import statistics
 import time
 
@@ -23,8 +25,11 @@ import numpy as np
 
 from ..collectives import busbw, slowest_rank, time_collectives
 from ..launch import check_world_size, launch, rank_info
+from ..models import allreduce_time, spec
 from ..runtime import Found
+from ..system import cpu_model
 from ..units import format_bytes, pow2_sizes
+from . import views
 from .correctness import compare_with_library
 from .ring import IMPLEMENTATIONS, InjectedFailure, ring_allreduce_
 
@@ -237,3 +242,202 @@ def nccl_here(gpus: int, quick: bool) -> Found:
     sizes = [1 << 20, 16 << 20, 256 << 20] if quick else pow2_sizes("64KiB", "1GiB", step=2)
     records = nccl_settings_sweep(gpus, sizes, repeats=5 if quick else 20)
     return Found(records, f"measured here: {gpus} GPUs, NCCL")
+
+
+# --------------------------------------------------------------------------- notebook 05's results
+#: The size the notebook scores prediction 2 at (and the interview quotes): 4 MiB, or the largest timed.
+SCORED_NBYTES = 4 << 20
+
+
+def gloo_label(ranks: int) -> str:
+    """Where and when a gloo run happened, for every figure and table that shows it."""
+    return f"measured here: {cpu_model()}, {datetime.date.today()} — gloo, {ranks} processes"
+
+
+class GlooBench:
+    """One `run_allreduce_bench` on gloo: busbw per implementation and size, and the ring ÷ library ratio."""
+
+    def __init__(self, records, label: str):
+        self.records, self.label = records, label
+        self.frame = to_frame(records)
+        self.ratios = ratio_to_library(records, "ring")
+        self.at = SCORED_NBYTES if SCORED_NBYTES in self.ratios else max(self.ratios)
+
+    def report(self):
+        table = self.frame.pivot_table(index="nbytes", columns="impl", values="busbw_GBps")
+        return table.rename(index=format_bytes).round(3).rename_axis(index="S", columns="busbw (GB/s)")
+
+    def checks(self) -> dict:
+        return {"bench_results_correct": all(r["correct"] is not False for r in self.records)}
+
+    def numbers(self) -> dict:
+        return {f"gloo_ring_over_library_busbw_{format_bytes(n).replace(' ', '')}": r for n, r in self.ratios.items()}
+
+    def ratios_line(self) -> str:
+        return ", ".join(f"{format_bytes(n)}: {r:.2f}" for n, r in self.ratios.items())
+
+
+class GlooFit:
+    """dist.all_reduce's times fitted as a ring (α, β), drawn over the measurements; or why no fit exists."""
+
+    experiment = "gloo_fit"
+
+    def __init__(self, bench: GlooBench, link, no_fit: str | None):
+        self.bench, self.link, self.no_fit = bench, link, no_fit
+
+    def figure(self):
+        return views.measured_vs_model_figure(
+            self.bench.records, self.bench.label, self.link, models=self.link is not None
+        )
+
+    def report(self) -> str:
+        if self.link is not None:
+            return (
+                f"fitted to dist.all_reduce as a ring: α = {self.link['alpha_s'] * 1e6:.0f} µs per message, "
+                f"β = {self.link['beta_GBps']:.2f} GB/s per direction per rank"
+            )
+        ranks = int(self.bench.frame.world_size.iloc[0])  # a busy machine: report it, draw the measurements alone
+        return (
+            f"**No α-β fit on this run:** {self.no_fit}. With {ranks} processes on {os.cpu_count()} CPU cores the "
+            "scheduler, not the message size, set these times. Rerun the cell above (or use `quick=False`: more "
+            "sizes, more repeats) on a quieter machine."
+        )
+
+    def numbers(self) -> dict:
+        if self.link is None:
+            return {}
+        return {"gloo_fitted_alpha_us": self.link["alpha_s"] * 1e6, "gloo_fitted_beta_GBps": self.link["beta_GBps"]}
+
+    def notes(self) -> dict:
+        return {"fitted": self.link is not None, "reason": self.no_fit}
+
+
+def straggler_demo(quick: bool) -> str:
+    """Three ranks, rank 2 sleeping 0.25 s before each all-reduce: everyone's collective takes that long."""
+    if quick:
+        return (
+            "quick mode: straggler demo skipped (run with quick=False, or: "
+            "`labkit bench allreduce --ranks 3 --sizes 64KiB --impl library --straggler 2:0.25`)"
+        )
+    slow = run_allreduce_bench(3, [64 << 10], ["library"], repeats=3, check=False, straggler=(2, 0.25))[0]
+    return (
+        f"rank 2 sleeps 0.25 s before each all-reduce: the collective takes {slow['seconds'] * 1e3:.0f} ms "
+        "for everyone — the others wait inside it"
+    )
+
+
+class NcclRun:
+    """NCCL measured on this machine's GPUs (`nccl_here`), or nothing to show (records None)."""
+
+    experiment = "ring_nccl"
+
+    def __init__(self, records, gpus: int):
+        self.records, self.gpus = records, gpus
+
+    def figure(self):
+        if self.records is None:
+            return None
+        source = f"measured here: {datetime.date.today()}"
+        return views.nccl_figure(self.records, self.gpus, source=source)
+
+    def report(self):
+        if self.records is None:
+            return None
+        table = to_frame(self.records).pivot_table(index=["setting", "impl"], columns="nbytes", values="busbw_GBps")
+        return table.rename(columns=format_bytes).round(1)
+
+    def notes(self) -> dict:
+        if self.records is None:
+            return {}
+        return {"settings": sorted(to_frame(self.records).setting.unique()), "gpus": self.gpus}
+
+
+class RecordedSweeps:
+    """The recorded all-reduce sweeps (and a log given as reference=) with this run's gloo library line on top."""
+
+    def __init__(self, datasets, bench: GlooBench, quick: bool):
+        self.bench, self.quick = bench, quick
+        self.lines = views.reference_lines(datasets)
+        self.datasets = sorted({ln["dataset"].name for ln in self.lines})
+        self.table = views.reference_table(self.lines)
+        lib = bench.frame[bench.frame.impl == "library"]
+        self.own = views.summarize_line(lib.nbytes, lib.busbw_GBps)
+
+    def figure(self):
+        return views.references_figure(
+            self.lines, self.bench.records, own_label=f"{self.bench.label} (dist.all_reduce)"
+        )
+
+    def report(self):
+        return self.table
+
+    def numbers(self) -> dict:
+        return {"gloo_library_plateau_busbw_GBps": self.own["plateau_busbw_GBps"]}
+
+    def own_span(self) -> str:
+        span = (
+            f"median of {format_bytes(self.own['plateau_from_bytes'])} … {format_bytes(self.own['plateau_to_bytes'])}"
+        )
+        return span + (", quick sweep: no plateau yet" if self.quick else "")
+
+    def verdict(self) -> str:
+        own, plateaus = self.own["plateau_busbw_GBps"], self.table["plateau busbw (GB/s)"]
+        return (
+            f"your gloo busbw at the largest sizes ({self.own_span()}): {own:.3g} GB/s — {plateaus.min() / own:.0f}× "
+            f"below the slowest recorded GPU system ({plateaus.min():g} GB/s) and {plateaus.max() / own:.0f}× below "
+            "the fastest."
+        )
+
+    def h100_one_node(self):
+        """Plateau busbw of the recorded 8× H100 single-node sweeps."""
+        t = self.table
+        return t[t.gpu.str.contains("H100", na=False) & (t.nodes == 1) & (t.ranks == 8)]["plateau busbw (GB/s)"]
+
+
+class Interview:
+    """The interview's numbers from this run: gloo ratio and α-β fit, the 7B model on them, recorded NCCL plateaus."""
+
+    experiment = "interview"
+
+    def __init__(self, fit: GlooFit, sweeps: RecordedSweeps, nvls_table, gradient_bytes: float, t_ring_ms: float):
+        self.fit, self.sweeps, self.nvls, self.t_ring_ms = fit, sweeps, nvls_table, t_ring_ms
+        self.bench, link = fit.bench, fit.link
+        self.t7b_here_s = (
+            None if link is None else allreduce_time(gradient_bytes, 8, link["beta_GBps"], link["alpha_s"])
+        )
+        self.h100 = sweeps.h100_one_node()
+
+    def report(self) -> str:
+        b, link, own = self.bench, self.fit.link, self.sweeps.own["plateau_busbw_GBps"]
+        lines = [
+            f"Q2: your ring ÷ dist.all_reduce, busbw: {b.ratios_line()}; library busbw at the largest sizes "
+            f"({self.sweeps.own_span()}) {own:.3g} GB/s — {b.label}"
+        ]
+        if link is None:
+            lines.append(f"Q3: no α and β from this run — {self.fit.no_fit}")
+        else:
+            lines += [
+                f"Q3: dist.all_reduce fitted as a ring: α = {link['alpha_s'] * 1e6:.0f} µs per message, "
+                f"β = {link['beta_GBps']:.2f} GB/s — model fitted to {b.label}",
+                f"7B fp16 gradients, 8 ranks, ring: {self.t7b_here_s:.1f} s with this α and β (model), "
+                f"{self.t_ring_ms:.1f} ms at 32 GB/s",
+            ]
+        if len(self.h100):
+            lines.append(
+                f"Q6: recorded 8×H100, one node, NVLS: busbw plateau {self.h100.min():g} to {self.h100.max():g} GB/s "
+                f"(table of section 5); ring only (8×H200, NVLS off): {self.nvls.loc[8, 'ring']:g} GB/s; "
+                f"NVLink 4: {spec('NVLink 4').per_direction_GBps():g} GB/s per direction"
+            )
+        return "  \n".join(lines)
+
+    def notes(self) -> dict:
+        b, link = self.bench, self.fit.link
+        return {
+            "source": b.label,
+            "ring_over_library_busbw": b.ratios[b.at],
+            "ratio_nbytes": b.at,
+            "alpha_us": link["alpha_s"] * 1e6 if link else None,
+            "beta_GBps": link["beta_GBps"] if link else None,
+            "ring_7b_8rank_here_s": self.t7b_here_s,
+            "recorded_h100_plateau_GBps": float(self.h100.max()) if len(self.h100) else None,
+        }

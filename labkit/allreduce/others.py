@@ -269,3 +269,29 @@ def summary(rows, world_size: int):
             row[f"{impl}: busbw (GB/s)"] = S / sec / 1e9 * bus_factor(op, world_size)
         out.append(row)
     return pd.DataFrame(out)
+
+
+class OthersRun:
+    """Notebook 05's run of the four collectives by hand on gloo: the summary table, checked against the schedule."""
+
+    experiment = "others"
+
+    def __init__(self, rows, world_size: int, timed_count: int, source: str):
+        self.rows, self.world_size, self.timed_count, self.source = rows, world_size, timed_count, source
+        self.table = summary(rows, world_size)
+
+    def report(self):
+        return self.table.round(4)
+
+    def checks(self) -> dict:
+        n, rows = self.world_size, self.rows
+        return {
+            "others_by_hand_match_library": bool(self.table["all match"].all()),
+            "others_bytes_sent_match_schedule": all(
+                r["bytes_sent"] == expected_bytes(r["op"], r["count"], n, r["rank"]) for r in rows if "bytes_sent" in r
+            ),
+            "others_total_bytes_N_minus_1_times_S": bool((self.table["bytes sent, all ranks ÷ S"] == n - 1).all()),
+        }
+
+    def notes(self) -> dict:
+        return {"ops": list(self.table.collective), "ranks": self.world_size, "timed_nbytes": 4 * self.timed_count}

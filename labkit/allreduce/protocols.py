@@ -95,3 +95,51 @@ def nvls_vs_ring():
     f = ref.load(NVLS_DATASET).frame
     f = f.assign(algorithm=f.config.map(lambda c: "ring" if "Ring" in c or "=0" in c else "NVLS"))
     return f.pivot_table(index="world_size", columns="algorithm", values="busbw_GBps", aggfunc="first")
+
+
+class SmallMessages:
+    """Notebook 05's small-message regime: the recorded DGX A100 times, a line per protocol, and what LL costs."""
+
+    datasets = (PROTOCOL_DATASET, LATENCY_DATASET)
+
+    def __init__(self):
+        self.rows = small_message_latency()
+        self.fits = fit_per_step(self.rows)
+        ll8 = self.rows[(self.rows.protocol == "LL") & (self.rows.world_size == 8)]
+        self.ll_8gpu_us = float(ll8.time_us.iloc[0])
+
+    def figure(self):
+        return small_message_figure(self.rows, self.fits)
+
+    def report(self) -> str:
+        lines = [
+            f"{proto} model (least squares on the recorded times): {fixed:.2f} µs + {per_step:.3f} µs × 2(N−1)"
+            for proto, (fixed, per_step) in self.fits.items()
+        ]
+        lines.append(
+            f"8 GPUs, LL: {self.ll_8gpu_us:g} µs for ≤ 128 B — time in which a ring at A100's ≈230 GB/s busbw "
+            f"could have moved {self.ll_8gpu_us * 1e-6 * 230e9 / 1e6:.1f} MB"
+        )
+        return "  \n".join(lines)
+
+    def numbers(self) -> dict:
+        out = {f"issue123_{proto}_us_per_step": per_step for proto, (_, per_step) in self.fits.items()}
+        return out | {"issue123_LL_8gpu_us": self.ll_8gpu_us}
+
+
+class NvlsVsRing:
+    """Notebook 05's recorded 8× H200 busbw at 8 GiB, NVLS on vs off, by GPU count."""
+
+    datasets = (NVLS_DATASET,)
+
+    def __init__(self):
+        self.table = nvls_vs_ring()
+
+    def report(self):
+        return self.table.rename_axis(index="GPUs", columns="busbw at 8 GiB (GB/s), recorded: 8× H200 — ml-engineering")
+
+    def numbers(self) -> dict:
+        return {
+            "h200_8gpu_ring_busbw_GBps": self.table.loc[8, "ring"],
+            "h200_8gpu_nvls_busbw_GBps": self.table.loc[8, "NVLS"],
+        }

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..collectives import RS, chunk_bounds, ring_chunks, ring_steps
+from ..collectives import RS, chunk_bounds, ring_bytes_sent, ring_chunks, ring_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,3 +140,43 @@ def simulate_ring_allreduce(inputs: Sequence[np.ndarray]) -> RingTrace:
         all_transfers.append(tuple(transfers))
         states.append(RingState(tuple(b.copy() for b in bufs), tuple(tuple(c) for c in contrib)))
     return RingTrace(n, count, itemsize, tuple(bounds), tuple(ring_steps(n)), tuple(all_transfers), tuple(states))
+
+
+# --------------------------------------------------------------------------- notebook 05's exhaustive check
+@dataclasses.dataclass(frozen=True)
+class SmallRingsCheck:
+    """The simulated ring against numpy's sum and the byte schedule, for every N up to `max_ranks`."""
+
+    max_ranks: int
+    sums_exact: bool
+    bytes_per_rank: bool
+
+    def report(self) -> str:
+        return (
+            f"every rank holds the exact sum: {self.sums_exact};  total = 2(N-1)·S, "
+            f"per rank = 2(N-1)/N·S when N | count: {self.bytes_per_rank}"
+        )
+
+    def checks(self) -> dict:
+        return {
+            f"simulation_sums_exact_N1_to_{self.max_ranks}": self.sums_exact,
+            "simulation_bytes_per_rank": self.bytes_per_rank,
+        }
+
+
+def check_small_rings(max_ranks: int = 16) -> SmallRingsCheck:
+    """Simulate N = 1..max_ranks ranks on element counts divisible by N, not divisible, and fewer than N.
+
+    Every rank must end with numpy's sum exactly (integer-valued float32: no rounding), the ranks together
+    must send 2(N−1)·S bytes as labkit.collectives.ring_bytes_sent schedules, each 2(N−1)/N·S when N | count.
+    """
+    sums_ok, bytes_ok = True, True
+    for n in range(1, max_ranks + 1):
+        for count in sorted({n, n + 1, 3 * n + 2, max(n - 1, 1)}):
+            xs = [np.random.default_rng(r).integers(-1000, 1000, count).astype(np.float32) for r in range(n)]
+            t = simulate_ring_allreduce(xs)
+            S = 4 * count
+            sums_ok &= all(np.array_equal(b, np.sum(xs, axis=0)) for b in t.result)
+            bytes_ok &= sum(t.bytes_sent) == 2 * (n - 1) * S and t.bytes_sent == ring_bytes_sent(count, n, 4)
+            bytes_ok &= bool(count % n) or all(b == 2 * (n - 1) * S // n for b in t.bytes_sent)
+    return SmallRingsCheck(max_ranks, bool(sums_ok), bool(bytes_ok))
