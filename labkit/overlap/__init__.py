@@ -5,5 +5,6 @@
 - `measure`: overlap measured on host threads (any CPU) and on CUDA streams (a GPU);
 - `recorded`: recorded GPU runs, full-duplex points, and the link sweep a model is fitted to;
 - `figures`: Gantt charts, full duplex, efficiency against the compute/copy ratio;
+- `lesson`: what notebook 03 shows, section by section, as results `Session.present` shows and records;
 - `bench_overlap`: `labkit bench overlap` and its part of `labkit record`.
 """
