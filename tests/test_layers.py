@@ -85,8 +85,10 @@ def test_functions_stay_short():
 def test_contributing_layout_is_the_tree():
     held = mm.contributing_layout()
     assert held is not None, f"CONTRIBUTING.md has no generated layout ({mm.LAYOUT_BEGIN!r} ... {mm.LAYOUT_END!r})"
-    assert mm.layout_names(held) == mm.layout_names(mm.layout_markdown()), (
-        "CONTRIBUTING.md's layout is not the tree: run `python scripts/module_map.py --write-contributing`"
+    listed, tree = mm.layout_names(held), mm.layout_names(mm.layout_markdown())
+    assert listed == tree, (
+        "CONTRIBUTING.md's layout is not the tree (run `python scripts/module_map.py --write-contributing`): "
+        f"not listed {sorted(set(tree) - set(listed))}, listed but gone {sorted(set(listed) - set(tree))}"
     )
 
 
