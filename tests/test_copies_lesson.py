@@ -1,0 +1,88 @@
+"""labkit.copies' notebook results (pinned_lesson for nb02, latency_lesson for nb01) present themselves through
+Session.present: what they record, and what an empty result says (no notebook run)."""
+
+import matplotlib
+import pytest
+
+from labkit import plots
+from labkit import reference as ref
+from labkit.copies import dataloader, pin_cost, pinned_lesson, pitfall
+from labkit.runtime import Session, Shown
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def survey():
+    return pinned_lesson.Survey(ref.load_all(kind="copy_sweep"), measured=[])
+
+
+def _session():
+    return Session("02_pinned_vs_pageable", "reference", gpus=0)
+
+
+def test_the_survey_draws_the_systems_with_a_ratio_and_those_with_pinned_numbers_only(survey):
+    s = _session()
+    s.present(survey)
+    assert set(s.datasets) == set(survey.ratios.dataset) | set(survey.pinned_only.dataset)
+    assert not set(survey.pinned_only.dataset) & set(s.experiments["pinned_vs_pageable"]["recorded_with_both"])
+    assert s.figures_checked == 1 and not s.figure_problems
+    assert survey.bandwidth("no_such_system", "h2d", "pinned") is None
+
+
+def test_the_ratio_at_the_largest_size_is_recorded_with_its_range_and_check(survey):
+    ratio = pinned_lesson.Ratios(survey, None)
+    s = _session()
+    s.present(ratio)
+    t = ratio.at_largest
+    assert s.numbers == {"ratio_min": t.ratio.min(), "ratio_max": t.ratio.max()}
+    assert s.checks == {"pinned_not_slower_at_largest_size": bool((t.ratio >= 1).all())}
+    assert ratio.of("dgx_a100", "h2d") == pytest.approx(
+        t[t.dataset.str.contains("dgx_a100") & (t.direction == "h2d")].ratio.iloc[0]
+    )
+    assert not plots.figure_problems(ratio.plot())
+
+
+def test_a_reference_without_pageable_numbers_records_no_ratio_and_says_so():
+    only_pinned = [d for d in ref.load_all(kind="copy_sweep") if set(d.frame["memory"]) == {"pinned"}]
+    ratio = pinned_lesson.Ratios(pinned_lesson.Survey(only_pinned, measured=[]), "somewhere")
+    s = _session()
+    s.present(ratio)
+    assert s.numbers == {} and s.checks == {}
+    assert "reference='somewhere' holds no pageable numbers" in ratio.report()
+    assert ratio.of("dgx_a100", "h2d") is None
+
+
+def test_the_break_even_and_the_interview_quote_the_largest_size(survey):
+    pin = pinned_lesson.PinCost(pin_cost.recorded(ref.load_all(kind="point")).data)
+    s = _session()
+    s.present(pin.break_even())
+    largest = pin.table.iloc[-1]
+    assert s.numbers["break_even_copies_largest"] == largest["break_even_copies"]
+    assert s.numbers["break_even_size_bytes"] == largest["nbytes"] and s.checks["break_even_computed"]
+    copy_ref = pin_cost.copy_reference(survey.sweeps, survey.ratios)
+    iv = pinned_lesson.Interview(pinned_lesson.Ratios(survey, None), pin, copy_ref).notes()
+    assert iv["break_even_copies"] == pytest.approx(largest["break_even_copies"]) and iv["ratio_h2d"] > 1
+    assert pin.pays_for_one_copy(3) is None
+    assert pin.view(pin.default_size(), 1)["copies"] == 1
+
+
+def test_the_loader_without_a_run_says_nothing_was_recorded():
+    empty = pinned_lesson.Loader(Shown("dataloader", "reference", "nothing", None, ""))
+    assert empty.figure() is None and empty.numbers() == {} and empty.notes() == {"shown": False}
+    assert empty.report() == dataloader.NOTHING_RECORDED
+
+
+def test_the_pitfall_records_both_checks():
+    p = pinned_lesson.Pitfall(pitfall.on_host(1 << 16).data)
+    assert p.checks() == {"pitfall_wrong_before_sync": p.result.wrong_before_sync > 0, "pitfall_right_after_sync": True}
+
+
+def test_host_memory_kinds_and_placement_record_their_datasets():
+    s = _session()
+    s.present(pinned_lesson.HostMemoryKinds())
+    s.present(pinned_lesson.Placement())
+    assert s.experiments["host_memory_kinds"]["rows"] == 7
+    assert s.checks == {"remote_and_shared_are_slower": True}
+    assert "bandwidthtest_p100_pcie_numa_local_vs_remote_gearshifft_pr82_points" in s.datasets
+    assert "pinned" in repr(pinned_lesson.HostMemoryKinds().report())
