@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from .. import plots, reference
+from .. import plots, reference, widgets
 from ..units import format_bytes, format_time
 from .model import predict
 from .presets import preset
 from .system import System, system_from_facts
-from .validation import BAND, runs
+from .validation import BAND, runs, summary
 
 GiB = 1 << 30
 
@@ -292,3 +292,163 @@ def plot_scaling(system: System, nbytes: float, max_nodes: int = 64):
             va="top",
         )
     return fig, out
+
+
+# --------------------------------------------------------------------------- notebook 06's results
+class ValidationView:
+    """Every recorded multi-node run against NCCL's tuning model (`validation()` rows), drawn and counted."""
+
+    def __init__(self, frame):
+        self.frame, self.summary = frame, summary(frame)
+        self.datasets = sorted(set(frame["dataset"]))
+
+    def figure(self):
+        return plot_validation(self.frame)
+
+    def report(self):
+        columns = ["run", "size", "algorithm", "forced", "measured_busbw_GBps", "predicted_busbw_GBps", "ratio",
+                   "nccl_pick", "ring_busbw_GBps", "status"]  # fmt: skip
+        return self.frame[self.frame["scope"] == "multi-node"][columns].round(2)
+
+    def numbers(self) -> dict:
+        return {
+            "healthy_runs_within_10pct": self.summary["healthy_within_10pct"],
+            "healthy_multi_node_runs": self.summary["healthy_multi_node"],
+        }
+
+    def checks(self) -> dict:
+        s = self.summary
+        return {"model_explains_most_recorded_points": s["healthy_within_10pct"] == s["healthy_multi_node"]}
+
+    def summary_line(self) -> str:
+        s = self.summary
+        return (
+            f"{s['healthy_within_10pct']} of {s['healthy_multi_node']} healthy multi-node runs within ±10% of the "
+            f"model. Outside ±10%: {s['outside']}; NCCL ran another algorithm than the model's pick: "
+            f"{s['pick_differs_from_stated']}"
+        )
+
+
+#: nccl-tests#290: 8× H100 at 4 GiB, one node (NVLS) and two nodes over eight NDR NICs each (a misconfigured cluster).
+H290 = "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290"
+
+
+@dataclasses.dataclass(frozen=True)
+class H100Cliff:
+    """The recorded 1 → 2 node drop of nccl-tests#290 beside the model's healthy one (`h100_cliff`)."""
+
+    one: float  # recorded busbw, one node (GB/s)
+    two: float  # recorded busbw, two nodes, NCCL's default (GB/s)
+    label: str  # the recorded dataset's label
+    healthy_ring: float  # model: NCCL_ALGO=Ring on two healthy nodes (GB/s)
+    pick: object  # model: NCCL's default at two nodes (a cluster.Prediction)
+
+    @property
+    def recorded_cliff(self) -> float:
+        return self.one / self.two
+
+    @property
+    def healthy_cliff(self) -> float:
+        return self.one / self.healthy_ring
+
+    @property
+    def pick_cliff(self) -> float:
+        return self.one / self.pick.busbw_GBps
+
+    def report(self) -> str:
+        return (
+            f"8×H100, 4 GiB: recorded {self.one:g} → {self.two:g} GB/s busbw (÷{self.recorded_cliff:.2f}); healthy "
+            f"2 nodes, model: {self.pick.algorithm} {self.pick.busbw_GBps:.0f} GB/s (÷{self.pick_cliff:.2f}), "
+            f"ring {self.healthy_ring:.0f} GB/s (÷{self.healthy_cliff:.2f})"
+        )
+
+    def numbers(self) -> dict:
+        return {
+            "recorded_h100_cliff_1_to_2_nodes": self.recorded_cliff,
+            "model_h100_cliff_healthy_ring": self.healthy_cliff,
+            "model_h100_cliff_nccl_pick": self.pick_cliff,
+        }
+
+    def checks(self) -> dict:
+        return {"recorded_2node_h100_below_healthy": self.two < 0.7 * self.healthy_ring}
+
+
+def h100_cliff(system: System, nbytes: int = 4 * GiB) -> H100Cliff:
+    """nccl-tests#290's recorded busbw at `nbytes` on 1 and 2 nodes, and the model's two healthy nodes of `system`."""
+    points, ds = recorded_points(H290, nbytes)
+    one = float(points[points["nodes"] == 1]["busbw_GBps"].iloc[0])
+    two = float(points[(points["nodes"] == 2) & (points["config"] == "default")]["busbw_GBps"].iloc[0])
+    ring = predict(system, 2, nbytes, algorithm="ring").busbw_GBps  # NCCL_ALGO=Ring: a channel per NIC
+    return H100Cliff(one, two, ds.label, ring, predict(system, 2, nbytes))
+
+
+class HealthyTable:
+    """`healthy()` as notebook 06's table: five systems predicted at 1, 2 and 8 nodes, recorded runs beside."""
+
+    experiment = "healthy_cluster"
+
+    def __init__(self):
+        import pandas as pd
+
+        self.frame = pd.DataFrame(healthy())
+
+    def report(self):
+        columns = ["system", "size", "nodes", "nccl_pick", "pick_busbw_GBps", "ring_busbw_GBps", "recorded"]
+        return self.frame[columns].round(0)
+
+    def notes(self) -> dict:
+        return {"rows": len(self.frame), "systems": int(self.frame["system"].nunique())}
+
+
+class TpView:
+    """`tp_placement` as notebook 06's table, and how much more TP=16 across two nodes communicates than TP=8."""
+
+    def __init__(self, system: System, **workload):
+        self.frame = tp_placement(system, **workload)
+        self.inside, self.across = (self.frame[self.frame["tp"] == tp].iloc[0] for tp in (8, 16))
+
+    def report(self):
+        tp = self.frame
+        show = tp.assign(size=tp["bytes_per_allreduce"].map(format_bytes), per_allreduce=tp["allreduce_s"].map(format_time),
+                         per_microbatch=tp["comm_s"].map(format_time),
+                         per_microbatch_hierarchical=tp["comm_hierarchical_s"].map(format_time))  # fmt: skip
+        columns = ["tp", "placement", "size", "nccl_pick", "busbw_GBps", "allreduces_per_microbatch", "per_allreduce",
+                   "per_microbatch", "per_microbatch_hierarchical"]  # fmt: skip
+        return show[columns].round(1)
+
+    def numbers(self) -> dict:
+        return {"tp8_comm_s": self.inside["comm_s"], "tp16_comm_flat_s": self.across["comm_s"]}
+
+    def verdict(self) -> str:
+        i, a = self.inside, self.across
+        return (
+            f"TP=16 across 2 nodes spends ×{a['comm_s'] / i['comm_s']:.1f} the TP=8 communication at NCCL's pick "
+            f"({a['nccl_pick']} vs {i['nccl_pick']}); ×{a['comm_hierarchical_s'] / i['comm_s']:.1f} hierarchically"
+        )
+
+
+def scaling_controls() -> dict:
+    """The scaling widget's controls, at an 8× H100 node with eight 400 Gb/s NICs and a 1 GiB message."""
+    return {
+        "gpus_per_node": widgets.int_slider(8, 1, 16, 1, "GPUs per node"),
+        "max_nodes": widgets.int_slider(64, 2, 512, 2, "up to nodes"),
+        "intra_GBps": widgets.float_slider(450.0, 100.0, 900.0, 50.0, "NVLink GB/s per GPU per direction"),
+        "nic_GBps": widgets.float_slider(50.0, 1.0, 100.0, 0.5, "NIC GB/s per direction"),
+        "nics_per_node": widgets.int_slider(8, 1, 16, 1, "NICs per node"),
+        "nbytes": widgets.log2_size_slider(10, 34, 30, "message size"),
+    }
+
+
+class ScalingDefaults:
+    """What the scaling widget predicts at its default settings (nothing where the widget returned nothing)."""
+
+    def __init__(self, shown):
+        self.shown = shown
+
+    def numbers(self) -> dict:
+        if not self.shown:
+            return {}
+        return {
+            "widget_default_flat_drop": self.shown["flat_drop"],
+            "widget_default_hierarchical_drop": self.shown["hierarchical_drop"],
+        }

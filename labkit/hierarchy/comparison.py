@@ -372,3 +372,65 @@ def plot_straggler(df, delay_s: float):
 
 
 # --------------------------------------------------------------------------- across machines: torchrun
+
+
+# --------------------------------------------------------------------------- notebook 06's results
+class CompareView:
+    """Flat ring vs hierarchical vs dist.all_reduce as measured, against the model at the gloo rate measured here."""
+
+    experiment = "hierarchical_gloo"
+
+    def __init__(self, cmp: Comparison, intra_GBps: float, mode: str):
+        self.cmp, self.mode = cmp, mode
+        self.frame = cmp.to_frame()
+        self.model = compare_model(cmp, intra_GBps=intra_GBps)
+        self.n_top = int(self.frame["nbytes"].max())
+        top = self.model[self.model["nbytes"] == self.n_top].iloc[0]
+        self.model_speedup = float(top["flat_ring_s"] / top["hierarchical_s"])
+
+    def figure(self):
+        return plot_compare(self.cmp, self.model)
+
+    def report(self):
+        return self.frame[["impl", "nbytes", "seconds", "algbw_GBps", "busbw_GBps", "correct"]]
+
+    def numbers(self) -> dict:
+        return {
+            "measured_speedup_flat_over_hierarchical": self.cmp.speedup(),
+            "model_speedup_flat_over_hierarchical": self.model_speedup,
+        }
+
+    def checks(self) -> dict:
+        return {"hand_written_equal_dist_all_reduce": bool(self.frame["correct"].all())}
+
+    def notes(self) -> dict:
+        c = self.cmp
+        return {"mode": self.mode, "slow_link": c.slow_link, "world_size": c.world_size, "group_size": c.group_size,
+                "rate_GBps": c.rate_GBps, "sizes": sorted(set(self.frame["nbytes"]))}  # fmt: skip
+
+    def speedup_line(self) -> str:
+        return (
+            f"flat ring ÷ hierarchical at {format_bytes(self.n_top)}: measured ×{self.cmp.speedup():.2f}, "
+            f"model ×{self.model_speedup:.2f}"
+        )
+
+
+class StragglerView:
+    """One late rank: how long every rank spent inside the all-reduce."""
+
+    def __init__(self, frame, delay_s: float):
+        self.frame, self.delay_s = frame, delay_s
+
+    def figure(self):
+        return plot_straggler(self.frame, self.delay_s)
+
+    def report(self):
+        return self.frame
+
+    def numbers(self) -> dict:
+        return {"straggler_min_wait_s": float(self.frame[~self.frame["delayed"]]["in_collective_s"].min())}
+
+    def checks(self) -> dict:
+        # nobody leaves the sum before the late rank has entered it (the wait itself shrinks if the
+        # scheduler also delays a waiting rank on a busy machine)
+        return {"straggler_everyone_waits": bool((self.frame["left_early"] == 0).all())}

@@ -357,3 +357,25 @@ def plot_curves(sweeps: Sequence[LevelSweep], *, title: str = "The bandwidth lad
     # many long source labels: below the axes, not over the data (notebooks save figures with a tight box)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
     return fig
+
+
+class LadderCurves:
+    """Notebook 06's ladder: the levels measured here, the GPU levels (here or a profile), the recorded curves.
+
+    `curves` is what `plot_curves` draws; the report names the recorded curves that could not be loaded.
+    """
+
+    experiment = "ladder_gpu"
+
+    def __init__(self, measured: Sequence[LevelSweep], gpu_levels: Sequence[LevelSweep]):
+        self.gpu_levels = list(gpu_levels)
+        self.recorded, self.missing = recorded_curves()
+        self.curves = list(measured) + self.gpu_levels + self.recorded
+        self.datasets = [c.dataset for c in self.recorded + self.gpu_levels if c.dataset]
+
+    def report(self) -> str:
+        """The recorded curves that could not be drawn, and why."""
+        return "  \n".join(f"not shown: {note}" for note in self.missing)
+
+    def notes(self) -> dict:
+        return {"levels": [c.level for c in self.gpu_levels]}

@@ -10,7 +10,7 @@ from .. import plots
 from ..models import spec
 from ..reference import DatasetError, load, short_source
 from ..units import format_bytes
-from .ladder import LEVEL_NAMES, LEVELS, LevelSweep
+from .ladder import LEVEL_NAMES, LEVELS, LevelSweep, last_level_cache_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,3 +216,96 @@ def plot_rungs(table, *, title: str = "The ladder, one number per level, and the
         source="ratio = this level ÷ the next one down its own ladder; spec figures converted to one direction",
     )
     return fig
+
+
+class LadderRungs:
+    """Notebook 06's ladder as one number per level: measured here, recorded, spec; the ratio at each step down."""
+
+    def __init__(self, host: LevelSweep, processes: LevelSweep, gpu_levels: Sequence[LevelSweep], sizes):
+        self.mine = [host, processes] + [c for c in gpu_levels if c.how == "measured"]
+        recorded, _ = recorded_rungs()
+        self.table = ladder_table(measured_rungs(self.mine, last_level_cache_bytes()) + recorded + spec_rungs())
+        self.datasets = [r.dataset for r in recorded if r.dataset]
+        self.same_sizes = tuple(host.nbytes) == tuple(processes.nbytes) == tuple(sizes)
+        self.processes_GBps = processes.plateau_GBps
+
+    def rate(self, ladder: str, level: str) -> float:
+        """GB/s of `level` on the first ladder whose name starts with `ladder` ("measured", "recorded", "spec")."""
+        t = self.table[(self.table["ladder"].str.startswith(ladder)) & (self.table["level"] == level)]
+        return float(t["GBps"].iloc[0]) if len(t) else float("nan")
+
+    def ratio(self, ladder: str, upper: str, lower: str) -> float:
+        return self.rate(ladder, upper) / self.rate(ladder, lower)
+
+    def figure(self):
+        return plot_rungs(self.table)
+
+    def report(self):
+        return self.table[["ladder", "level_name", "GBps", "ratio_to_next", "source"]].round(3)
+
+    def numbers(self) -> dict:
+        out = {}
+        if "host_memory" in set(self.table[self.table["ladder"] == "measured here"]["level"]):
+            out["host_cache_over_dram"] = self.ratio("measured", "host_cache", "host_memory")
+            out["dram_over_processes"] = self.ratio("measured", "host_memory", "processes")
+        return out | {
+            "processes_GBps": self.processes_GBps,
+            "spec_nvlink_over_pcie": self.ratio("spec", "gpu_gpu", "host_gpu"),
+            "recorded_nvlink_over_network": self.ratio("recorded", "gpu_gpu", "network"),
+        }
+
+    def checks(self) -> dict:
+        return {
+            "ladder_same_sizes_every_level": self.same_sizes,
+            "spec_nvlink4_per_direction_450": self.rate("spec", "gpu_gpu") == 450.0,
+            "measured_rates_positive": all(b > 0 for s in self.mine for b in s.bandwidth_GBps),
+        }
+
+    def measured_steps(self):
+        """The measured ladder's rows that have a level below them."""
+        t = self.table
+        return t[(t["ladder"] == "measured here") & t["ratio_to_next"].notna()]
+
+
+class Interview:
+    """Notebook 06's interview numbers: the recorded cliff, the hierarchical speed-up and bytes, the ladder's steps."""
+
+    experiment = "interview"
+
+    def __init__(self, rungs: LadderRungs, cliff, compare, across):
+        """`cliff`: cluster.views.H100Cliff; `compare`: comparison.CompareView; `across`: comparison.SlowLinkBytes."""
+        self.rungs, self.cliff, self.compare, self.across = rungs, cliff, compare, across
+
+    def report(self) -> str:
+        c, cmp, r = self.cliff, self.compare, self.rungs
+        lines = [
+            f"Q1: 8×H100, 4 GiB, 1 → 2 nodes: busbw {c.one:g} → {c.two:g} GB/s, ÷{c.recorded_cliff:.2f} — {c.label} "
+            f"(a misconfigured cluster); healthy, model: ring ÷{c.healthy_cliff:.2f}, NCCL's default "
+            f"{c.pick.algorithm} ÷{c.pick_cliff:.2f}",
+            f"Q2: flat ring ÷ hierarchical at {format_bytes(cmp.n_top)}: ×{cmp.cmp.speedup():.2f} "
+            f"(model ×{cmp.model_speedup:.2f}); sent across: flat {format_bytes(self.across.total('flat_ring'))}, "
+            f"hierarchical {format_bytes(self.across.total('hierarchical'))} — measured here; slow link between "
+            f"groups: {cmp.cmp.short_link_text}",
+            f"Q3: NVLink 4 ÷ NDR NIC, per direction: ×{r.ratio('spec', 'gpu_gpu', 'network'):.1f} spec, "
+            f"×{r.ratio('recorded', 'gpu_gpu', 'network'):.1f} recorded",
+        ]
+        lines += [
+            f"ladder: {s.level_name} ÷ {LEVEL_NAMES[s.next_level]}: ×{s.ratio_to_next:.1f} — {s.source}"
+            for s in r.measured_steps().itertuples()
+        ]
+        return "  \n".join(lines)
+
+    def notes(self) -> dict:
+        r, cmp = self.rungs, self.compare.cmp
+        steps = {
+            f"ladder_{s.level}_over_{s.next_level}": float(s.ratio_to_next) for s in r.measured_steps().itertuples()
+        }
+        return {
+            "cliff_recorded": self.cliff.recorded_cliff,
+            "cliff_source": self.cliff.label,
+            "flat_over_hierarchical": cmp.speedup(),
+            "slow_link": cmp.short_link_text,
+            "bytes_across": {impl: self.across.total(impl) for impl in ("flat_ring", "hierarchical")},
+            "spec_nvlink_over_nic": r.ratio("spec", "gpu_gpu", "network"),
+            "recorded_nvlink_over_nic": r.ratio("recorded", "gpu_gpu", "network"),
+        } | steps

@@ -220,3 +220,60 @@ class NetnsCluster:
             f"{self.groups} network namespaces joined through a bridge; each uplink shaped by tc tbf to "
             f"{self.rate_GBps:g} GB/s per direction ({self.rate_GBps * 8:g} Gb/s)"
         )
+
+
+class SlowLinkBytes:
+    """Bytes over the slow link: computed, counted by the Link, and (network namespaces) seen on the wire."""
+
+    def __init__(self, cmp):
+        """`cmp`: a comparison.Comparison (its bytes_table())."""
+        self.table = cmp.bytes_table()
+
+    def total(self, impl: str) -> float:
+        """Bytes `impl` sent across at the largest size, counted."""
+        return float(self.table[self.table["impl"] == impl]["counted_total"].iloc[-1])
+
+    def report(self):
+        return self.table
+
+    def numbers(self) -> dict:
+        return {
+            "flat_bytes_over_slow_link": self.total("flat_ring"),
+            "hierarchical_bytes_over_slow_link": self.total("hierarchical"),
+        }
+
+    def _wire(self):
+        """(at most how far above the payload the wire went, what is left after resends and headers), or None."""
+        bt = self.table
+        if not bt["wire_total"].notna().all():
+            return None
+        over = (bt["wire_total"] / bt["counted_total"]).max()
+        # take off what TCP resent after the shaper dropped frames and every frame's headers (data, ACKs): what
+        # is left is the payload sent once, plus the few bytes of the barriers and the rank-0 gathers
+        rest = ((bt["wire_total"] - bt["wire_resent_at_most"] - bt["wire_headers_at_most"]) / bt["counted_total"]).max()
+        return over, rest
+
+    def checks(self) -> dict:
+        bt = self.table
+        out = {
+            "counted_bytes_equal_formula": bool(
+                (bt["counted_total"] == bt["computed_total"]).all()
+                and (bt["counted_max_per_rank"] == bt["computed_per_sending_rank"]).all()
+            )
+        }
+        wire = self._wire()
+        if wire is not None:
+            out["wire_bytes_match_payload"] = bool(1.0 <= wire[0] and wire[1] < 1.05)
+        return out
+
+    def wire_text(self) -> str:
+        """What the wire carried beyond the payload; empty where no namespace counted it."""
+        wire = self._wire()
+        if wire is None:
+            return ""
+        bt = self.table
+        return (
+            f"on the wire (frames leaving each namespace): at most {100 * (wire[0] - 1):.1f}% above the payload; "
+            f"of it at most {int(bt['wire_resent_at_most'].sum())} B resent by TCP and "
+            f"{int(bt['wire_headers_at_most'].sum())} B of headers"
+        )

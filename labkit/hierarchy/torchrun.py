@@ -146,3 +146,37 @@ def torchrun_local(
             )
         ),
     }
+
+
+class TwoAgents:
+    """Notebook 06's torchrun demo: two agents on this host stand for two machines (~15-30 s on a small machine)."""
+
+    experiment = "torchrun"
+
+    def __init__(self, run: dict | None):
+        self.run = run  # torchrun_local's result, or None where the notebook skipped it (quick mode)
+
+    def report(self):
+        if self.run is None:
+            return (
+                "quick mode: the two-agent torchrun run is skipped here (tests/test_torchrun.py runs it); "
+                "set quick = False to run it in this notebook"
+            )
+        import pandas as pd
+
+        columns = ["impl", "world_size", "group_size", "nodes", "nbytes", "seconds", "busbw_GBps", "correct"]
+        return pd.DataFrame(self.run["records"])[columns]
+
+    def _correct(self) -> bool:
+        return all(r["correct"] for r in self.run["records"])
+
+    def checks(self) -> dict:
+        return {} if self.run is None else {"torchrun_hierarchical_correct": self._correct()}
+
+    def notes(self) -> dict:
+        return {} if self.run is None else {"endpoint": self.run["endpoint"], "correct": self._correct()}
+
+
+def two_agents(run: bool) -> TwoAgents:
+    """Run the hierarchical all-reduce under two local torchrun agents (2 processes each) if `run`, else skip it."""
+    return TwoAgents(torchrun_local(nnodes=2, nproc_per_node=2, sizes="1MiB", repeats=3) if run else None)
