@@ -86,3 +86,75 @@ def test_host_memory_kinds_and_placement_record_their_datasets():
     assert s.checks == {"remote_and_shared_are_slower": True}
     assert "bandwidthtest_p100_pcie_numa_local_vs_remote_gearshifft_pr82_points" in s.datasets
     assert "pinned" in repr(pinned_lesson.HostMemoryKinds().report())
+
+
+# --------------------------------------------------------------------------- notebook 01 (latency_lesson)
+@pytest.fixture(scope="module")
+def curves():
+    from labkit.copies import curves as lc
+    from labkit.copies import latency_lesson
+
+    recorded = [d for d in ref.load_all(kind="copy_sweep") if lc.has_fittable_curve([d])]
+    return latency_lesson.Curves(Shown("h2d_sweep", "reference", "nothing", None, ""), recorded)
+
+
+def test_the_fit_records_the_primary_curves_alpha_beta_and_n_half(curves):
+    from labkit.copies import latency_lesson
+
+    s = Session("01_pcie_latency_curve", "reference", gpus=0)
+    fits = s.present(latency_lesson.Fits(curves))
+    f = curves.sweeps[0].fit()
+    assert s.numbers == {"alpha_us": f.latency_s * 1e6, "beta_GBps": f.bandwidth_GBps, "n_half_bytes": f.n_half_bytes}
+    assert s.experiments["fit"]["curve"] == fits.primary.label
+    s.present(latency_lesson.Invariants(fits))
+    assert set(s.checks) == {
+        "fits_exist",
+        "latency_floor_plausible",
+        "fit_median_residual_below_15pct",
+        "bandwidth_saturates",
+        "within_pcie_spec",
+    }
+    assert all(s.checks.values()), s.checks
+
+
+def test_without_curves_there_is_no_fit_and_the_invariants_say_so():
+    from labkit.copies import latency_lesson
+
+    empty = latency_lesson.Curves(Shown("h2d_sweep", "reference", "nothing", None, ""), [])
+    fits = latency_lesson.Fits(empty)
+    assert fits.primary_fit is None and fits.numbers() == {}
+    assert latency_lesson.Invariants(fits).checks()["fits_exist"] is False
+    assert "No curve has enough sizes" in fits.report()[0]
+
+
+def test_an_invariant_fails_on_a_curve_faster_than_its_pcie_spec(curves):
+    import dataclasses
+
+    from labkit.copies import latency_lesson
+
+    c = max(curves.sweeps, key=lambda c: c.bandwidth_GBps.max())  # a Gen5 H100: above Gen3's 15.75 GB/s
+    fast = dataclasses.replace(c, pcie_gen=3, short="too fast")
+    bad = latency_lesson.Curves(Shown("h2d_sweep", "reference", "nothing", [fast], ""), [])
+    inv = latency_lesson.Invariants(latency_lesson.Fits(bad))
+    assert inv.checks()["within_pcie_spec"] is False and inv.over_spec == [fast.label]
+
+
+def test_the_explore_view_predicts_alpha_plus_n_over_beta(curves):
+    from labkit.copies import latency_lesson
+
+    explore = latency_lesson.Explore(curves.sweeps)
+    system = explore.systems[0]
+    p = explore.view(1 << 20, system)
+    f = explore.by_system[system].fit()
+    assert p["seconds"] == pytest.approx(f.latency_s + (1 << 20) / (f.bandwidth_GBps * 1e9))
+
+
+def test_the_claim_and_the_other_directions_record_their_datasets():
+    from labkit.copies import latency_lesson
+
+    s = Session("01_pcie_latency_curve", "reference", gpus=0)
+    s.present(latency_lesson.Claim())
+    s.present(latency_lesson.OtherDirections())
+    assert s.checks == {"claim_fails_on_every_copy_sweep": True}
+    assert s.experiments["h2d_vs_d2h"]["systems"] == 10 and s.experiments["h2d_vs_d2h_others"]["h2d_ahead"] >= 1
+    assert all(isinstance(n, str) for n in s.datasets)

@@ -10,6 +10,7 @@
 - `small_copy`: small host↔GPU copies timed the way the CUDA tools do (the latency floor);
 - `directions`: H2D against D2H on every shipped system; `host_memory`: the kinds of host memory a GPU can
   reach, each with a number and its source; `link_health`: PCIe replay counters and CUDA vs PCI device order;
+- `latency_lesson`: what notebook 01 shows, section by section, as results `Session.present` shows and records;
 - `pinned_lesson`: what notebook 02 shows, section by section, as results `Session.present` shows and records;
 - `bench_copy`, `bench_host`, `bench_pinned`, `bench_fidelity`: `labkit bench` / `labkit record`.
 """
