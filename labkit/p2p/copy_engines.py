@@ -56,3 +56,19 @@ def ce_vs_sm_table():
     ]  # fmt: skip
     cols = ["system", "path", "direction", "copy engine (GB/s)", "SM copy (GB/s)", "recorded: source"]
     return pd.DataFrame(rows, columns=cols)
+
+
+class CeVsSm:
+    """`ce_vs_sm_table` shown, with the 8× H200 GPU↔GPU pair of figures it leads with."""
+
+    datasets = DATASETS
+
+    def __init__(self):
+        self.table = ce_vs_sm_table()
+
+    def report(self):
+        return self.table
+
+    def numbers(self) -> dict:
+        first = self.table.iloc[0]
+        return {"h200_d2d_bi_ce_GBps": first["copy engine (GB/s)"], "h200_d2d_bi_sm_GBps": first["SM copy (GB/s)"]}

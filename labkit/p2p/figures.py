@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .. import plots
+from .. import plots, widgets
+from .diagnosis import diagnose
 from .matrices import (
     KIND_TEXT,
+    KINDS,
+    P2P_STATES,
     P2P_TEXT,
     UNIT_TEXT,
     P2PRun,
@@ -15,6 +18,7 @@ from .matrices import (
     link_label,
     matrix,
     metric_label,
+    metrics,
     numa_of,
 )
 from .summaries import short_name, summary_row
@@ -227,3 +231,49 @@ def plot_local_vs_recorded(sources: Sequence, run: "P2PRun | None" = None):
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.13), ncol=1)
     fig.tight_layout()
     return fig
+
+
+# --------------------------------------------------------------------------- notebook 04's views
+#: The matrices drawn P2P on beside P2P off for a run measured here.
+RUN_MATRICES = ("bandwidth_uni", "bandwidth_bi", "latency_gpu")
+
+
+def show_pairs(session, run: "P2PRun | None") -> None:
+    """A run measured here with two GPUs or more: peer access, each matrix P2P on beside off, what `diagnose` finds.
+
+    Nothing for no run or a single GPU (its one copy is drawn among the recorded systems instead).
+    """
+    if run is None or len(run.indices) < 2:
+        return
+    from IPython.display import display
+
+    session.figure(plot_access(run.peer_access, run.label))
+    for which in RUN_MATRICES:
+        session.figure(plot_matrices(run, [(which, "enabled"), (which, "disabled")]))
+    for finding in diagnose(run):
+        display(finding)
+
+
+class MatrixExplorer:
+    """The widget over the recorded matrices: pick a system and a matrix; a missing matrix falls back to one it has."""
+
+    def __init__(self, sources: Sequence, default):
+        self.systems = {short_name(d): d for d in sources}
+        self.default = short_name(default) if short_name(default) in self.systems else next(iter(self.systems))
+
+    def controls(self) -> dict:
+        options = [(metric_label(k, s), f"{k}/{s}") for k in KINDS for s in P2P_STATES]
+        return {
+            "system_name": widgets.dropdown(list(self.systems), self.default, "system"),
+            "metric": widgets.dropdown(options, "bandwidth_uni/enabled", "matrix"),
+        }
+
+    def view(self, system_name: str, metric: str):
+        """Draw one matrix; return (dataset, kind, P2P state) drawn."""
+        ds = self.systems[system_name]
+        kind, state = metric.split("/")
+        if (kind, state) not in metrics(ds):
+            kind, state = metrics(ds)[0]
+            print(f"{ds.name} has no {metric_label(*metric.split('/'))} matrix; showing {metric_label(kind, state)}")
+        plot_matrix(ds, kind, state)
+        return ds.name, kind, state

@@ -373,3 +373,23 @@ def gpus_measured(run, pairs: bool = False) -> int:
     """GPUs a live run measured (0 for none); with `pairs`, 0 unless it measured pairs (two or more)."""
     n = len(run.indices) if run is not None else 0
     return n if not pairs or n > 1 else 0
+
+
+class LocalCopy:
+    """The copy inside GPU0 measured here (nothing where this run replays): its rate, checked, and the run's rows."""
+
+    def __init__(self, run: P2PRun | None):
+        self.run = run
+        self.local = None if run is None else run.matrix("bandwidth_uni", "enabled").iloc[0, 0]
+
+    def numbers(self) -> dict:
+        return {} if self.run is None else {"live_local_copy_GBps": self.local}
+
+    def checks(self) -> dict:
+        return {} if self.run is None else {"live_local_copy_plausible": 10 < self.local < 20000}
+
+    def report(self):
+        if self.run is None:
+            return None
+        columns = ["matrix", "p2p", "mode", "src", "dst", "bandwidth_GBps", "latency_us", "iqr_s"]
+        return self.run.to_frame()[columns].round(3)

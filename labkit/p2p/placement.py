@@ -146,3 +146,30 @@ GPU5    SYS     SYS     SYS     SYS     PIX      X      NODE    NV4     32-63   
 GPU6    SYS     SYS     SYS     SYS     NV4     NODE     X      PIX     32-63           1
 GPU7    SYS     SYS     SYS     SYS     NODE    NV4     PIX      X      32-63           1
 """
+
+
+class AnswerKey:
+    """Exercise 1's answer key, checking itself: the ranking's best groups pass, a PCIe-switch neighbour does not."""
+
+    experiment = "tp_answer_key"
+
+    def __init__(self, topology=HYPOTHETICAL_PCIE_SERVER_TOPOLOGY):
+        self.topology = topology
+        self.tp2 = list(rank_tp_groups(topology, 2, include=[0])[0].gpus)
+        self.tp4 = list(rank_tp_groups(topology, 4, include=[0])[0].gpus)
+
+    def notes(self) -> dict:
+        return {
+            "tp2": self.tp2,
+            "tp4": self.tp4,
+            "partition_tp2": [list(g.gpus) for g in tp_partition(self.topology, 2)],
+        }
+
+    def checks(self) -> dict:
+        topo = self.topology
+        passed = (
+            check_tp_group("key", self.tp2, topo, 2, include=[0]).passed
+            and check_tp_group("key", self.tp4, topo, 4, include=[0]).passed
+            and not check_tp_group("key", [0, 1], topo, 2, include=[0]).passed
+        )
+        return {"tp_answer_key_selfcheck": passed}

@@ -64,3 +64,24 @@ def h100_read_over_write() -> float:
     """Median P2P read ÷ median P2P write on 8x H100 NVSwitch (two different machines and tools)."""
     read, write = PAIRS[0][1], PAIRS[0][2]
     return _median(read) / _median(write)
+
+
+class ReadVsWrite:
+    """Notebook 04's section 6: the read/write table, and the 8× H100 NVSwitch medians it compares."""
+
+    def __init__(self):
+        self.table = table()
+        self.datasets = tuple(self.table["dataset"])
+        self.read_over_write = h100_read_over_write()
+        self.h100_pair = _median(PAIRS[0][2])  # one pair alone, writing one way over NVSwitch
+
+    def report(self):
+        return self.table.round(2)
+
+    def numbers(self) -> dict:
+        return {"h100_p2p_read_over_write": self.read_over_write, "h100_nvswitch_pair_uni_GBps": self.h100_pair}
+
+    def summary_line(self) -> str:
+        return (
+            f"read ÷ write, medians over the 56 pairs: {self.read_over_write:.3f} — recorded, two machines, two tools"
+        )
