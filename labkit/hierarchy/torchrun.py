@@ -151,10 +151,9 @@ def torchrun_local(
 class TwoAgents:
     """Notebook 06's torchrun demo: two agents on this host stand for two machines (~15-30 s on a small machine)."""
 
-    experiment = "torchrun"
-
     def __init__(self, run: dict | None):
         self.run = run  # torchrun_local's result, or None where the notebook skipped it (quick mode)
+        self.experiment = None if run is None else "torchrun"  # a skipped run records no experiment
 
     def report(self):
         if self.run is None:
