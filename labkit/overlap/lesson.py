@@ -220,13 +220,15 @@ class GpuOverlap:
 
         return pd.DataFrame() if self.frame is None else timelines.duplex_table(self.frame)
 
+    @cached_property
     def loader(self) -> Loader | None:
+        """The run's serial and double-buffered loader timelines (CUDA events); None without a run."""
         if self.frame is None:
             return None
         return Loader(timelines.loader_timelines(self.frame, self.source), "gpu_loader_speedup", " (CUDA events)")
 
     def figure(self):
-        return None if self.frame is None else self.loader().figure()
+        return None if self.frame is None else self.loader.figure()
 
     def report(self):
         return None if self.frame is None else self.table[["memory"] + EFFICIENCY_COLUMNS].round(4)
@@ -234,7 +236,7 @@ class GpuOverlap:
     def numbers(self) -> dict:
         if self.frame is None:
             return {}
-        return {f"gpu_efficiency_{m}": e for m, e in self.by_memory.items()} | self.loader().numbers()
+        return {f"gpu_efficiency_{m}": e for m, e in self.by_memory.items()} | self.loader.numbers()
 
 
 @dataclass(frozen=True)
