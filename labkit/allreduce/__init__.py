@@ -7,7 +7,7 @@
 - `protocols`: NCCL's LL / LL128 / Simple and ring / tree / NVLS in recorded numbers (the small-message regime);
 - `others`: reduce-scatter, all-gather, all-to-all, broadcast by hand, checked against the library;
 - `correctness`: each checked against `dist.all_reduce` inside the ranks;
-- `measure`: timed on local ranks (gloo, or NCCL on GPUs) with nccl-tests' algbw and busbw;
+- `measure`: timed on local ranks (gloo, or NCCL on GPUs) with nccl-tests' algbw and busbw; notebook 05's results;
 - `views`: the stepper, bytes per rank, measured vs modelled, recorded sweeps, the cost calculator;
 - `perf`: the seven torch.distributed collectives swept like nccl-tests' `*_perf`, with a real #wrong check;
 - `perf_table`: nccl-tests' table of such a sweep (what labkit.logs reads back);
