@@ -454,7 +454,7 @@ def test_bench_without_gpu_says_what_is_missing(capsys):
     assert "mode='reference'" in str(e.value) and "labkit doctor" in str(e.value)
     assert cli.main(["bench", "p2p", "--json", "--quick"]) == 2
     err = capsys.readouterr().err
-    assert "labkit bench: error: labkit bench p2p needs a CUDA GPU" in err
+    assert "labkit bench p2p: error: labkit bench p2p needs a CUDA GPU" in err
 
 
 # --------------------------------------------------------------------------- figures
