@@ -99,48 +99,63 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             continue
         toks = ln.tokens
         if table is not None and table["unit"] and len(toks) == 2 and is_integer(toks[0]):
-            if table["unit"] != "GB/s":
-                skipped.append(
-                    Skipped(
-                        ln.no,
-                        ln.raw,
-                        f"bandwidth printed in {table['unit']} (an older bandwidthTest "
-                        "whose MB was 2^20 or 1,024,000 bytes): not converted",
-                    )
-                )
-            elif not is_number(toks[1]):
-                skipped.append(Skipped(ln.no, ln.raw, f"bandwidth {toks[1]!r} is not a number"))
-            else:
-                cur["rows"].append(
-                    {
-                        "direction": table["direction"],
-                        "memory": table["memory"],
-                        "nbytes": int(toks[0]),
-                        "bandwidth_GBps": toks[1],
-                        "time_s": None,
-                    }
-                )
-                cur["devices_used"].add(table["devices"])
-                cur["last"] = ln.no
-                if cur["command"] is None and command is not None:  # a run whose banner the page left out
-                    cur["command"], command = command, None
+            command = _table_row(ln, table, cur, skipped, command)
             continue
         if table is not None and toks and is_integer(toks[0]) and table["unit"]:
             skipped.append(Skipped(ln.no, ln.raw, f"{len(toks)} columns in a size/bandwidth table (expected 2)"))
             continue
-        if m := _DEVICE.match(t):
-            cur["device_names"].append((int(m.group(1)), m.group(2).strip()))
-        elif m := _MODE.match(t):
-            cur["mode"] = m.group(1).lower()
-        elif m := _RESULT.match(t):
-            cur["result"] = m.group(1)
-        elif "Cumulative Bandwidth to be computed from all the devices" in t:
-            cur["cumulative"] = True
-        elif "bandwidthTest" in t and ("--" in t or "./" in t):
-            command = t
+        command = _run_fact(t, cur, command)
     if cur["rows"]:
         runs.append(cur)
     return [_dataset(r, k) for k, r in enumerate(runs)], skipped
+
+
+def _table_row(ln: Line, table: dict, cur: dict, skipped: list, command):
+    """One size/bandwidth row of a readable table, into `cur` (or `skipped`); returns the command line still
+    waiting for its run (a run whose banner the page left out takes it with its first row)."""
+    toks = ln.tokens
+    if table["unit"] != "GB/s":
+        skipped.append(
+            Skipped(
+                ln.no,
+                ln.raw,
+                f"bandwidth printed in {table['unit']} (an older bandwidthTest "
+                "whose MB was 2^20 or 1,024,000 bytes): not converted",
+            )
+        )
+    elif not is_number(toks[1]):
+        skipped.append(Skipped(ln.no, ln.raw, f"bandwidth {toks[1]!r} is not a number"))
+    else:
+        cur["rows"].append(
+            {
+                "direction": table["direction"],
+                "memory": table["memory"],
+                "nbytes": int(toks[0]),
+                "bandwidth_GBps": toks[1],
+                "time_s": None,
+            }
+        )
+        cur["devices_used"].add(table["devices"])
+        cur["last"] = ln.no
+        if cur["command"] is None and command is not None:  # a run whose banner the page left out
+            cur["command"], command = command, None
+    return command
+
+
+def _run_fact(t: str, cur: dict, command):
+    """A line that states something about the run (a device, the mode, the result, cumulative bandwidth) or is the
+    command line that starts the next run; returns the command line still waiting for its run."""
+    if m := _DEVICE.match(t):
+        cur["device_names"].append((int(m.group(1)), m.group(2).strip()))
+    elif m := _MODE.match(t):
+        cur["mode"] = m.group(1).lower()
+    elif m := _RESULT.match(t):
+        cur["result"] = m.group(1)
+    elif "Cumulative Bandwidth to be computed from all the devices" in t:
+        cur["cumulative"] = True
+    elif "bandwidthTest" in t and ("--" in t or "./" in t):
+        command = t
+    return command
 
 
 def _new(first: int, banner: bool = False) -> dict:
