@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from labkit import plots
-from labkit.reference import PROFILE_FILE, SCHEMA_VERSION, write_dataset
+from labkit.reference import PROFILE_FILE, write_dataset
+from labkit.schema import SCHEMA_VERSION
 from labkit.tools import cli
 from labkit.tools.compare import compare, save_figures
 from labkit.tools.compare_groups import PLATEAU_SIZES

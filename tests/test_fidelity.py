@@ -52,7 +52,7 @@ def test_gpu_fidelity_within_tolerance():
 def test_to_frame_matches_the_point_schema_and_record_skips_without_gpu(tmp_path):
     import pandas as pd
 
-    from labkit.reference import validate_frame
+    from labkit.schema import validate_frame
 
     f = fidelity.Fidelity("h2d", 2**28, _m([5e-3] * 5), _m([5.05e-3] * 5), 63.02, "PCIe Gen5 x16")
     frame = fidelity.to_frame([f])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import reference
+from labkit import reference, schema
 from labkit.logs import parse_log
 from labkit.tools import cli
 
@@ -56,7 +56,7 @@ def test_import_log_writes_a_dataset_the_catalogue_and_notebooks_find(user_data,
     ds = reference.load("sb_ag")  # found by name: the user folder is searched after the shipped data
     assert "sb_ag" in reference.list_datasets(kind="collective_sweep")
     assert ds.meta["system"] == "8x A100" and ds.meta["provenance"] == "recorded"
-    assert ds.meta["date"] == reference.NOT_STATED  # the log has no date: said, not guessed
+    assert ds.meta["date"] == schema.NOT_STATED  # the log has no date: said, not guessed
     assert set(ds.frame["op"]) == {"all_gather"}
     # numbers exactly as printed: the CSV holds the log's text for every busbw
     printed = [str(v) for v in parse_log(SUPERBENCH_ALLGATHER)[0].frame["busbw_GBps"]]

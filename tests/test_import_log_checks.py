@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import collectives, reference
+from labkit import collectives, reference, schema
 from labkit.allreduce import views
 from labkit.logs import checks, parse_log
 from labkit.tools import cli
@@ -107,7 +107,7 @@ def test_repeated_rows_are_refused_saying_how_many_sizes_and_what_to_do(tmp_path
     lines = _lines(RTX2080)
     rows = lines[21:49]
     repeated = _write(tmp_path, "repeated.log", lines[:21] + [r for r in rows for _ in range(3)] + lines[49:])
-    with pytest.raises(reference.DatasetError) as e:
+    with pytest.raises(schema.DatasetError) as e:
         reference.import_log(repeated, "rep")
     msg = str(e.value)
     assert "28 sizes are printed more than once (56 repeated rows" in msg and "up to 3 times" in msg
@@ -118,7 +118,7 @@ def test_repeated_rows_are_refused_saying_how_many_sizes_and_what_to_do(tmp_path
 def test_a_run_pasted_twice_is_refused_as_a_copy(tmp_path, user_data):
     lines = _lines(RTX2080)
     twice = _write(tmp_path, "twice.log", lines + lines[11:])  # `cat run.log run.log`: header, rows, closing lines
-    with pytest.raises(reference.DatasetError, match="lines 61-90 repeat the run at lines 20-49 digit for digit"):
+    with pytest.raises(schema.DatasetError, match="lines 61-90 repeat the run at lines 20-49 digit for digit"):
         reference.import_log(twice, "twice")
     assert not user_data.exists() or not list(user_data.iterdir())
 
@@ -166,8 +166,8 @@ def test_a_table_only_fragment_imports_with_the_rank_count_derived_and_the_rest_
         ds = reference.load(name)
         assert set(ds.frame["world_size"]) == {n} and ds.meta["gpu_count"] == n
         assert ds.meta["facts"]["world_size"].startswith(f"derived: busbw/algbw = {2 * (n - 1) / n:.4g}")
-        assert ds.frame["nodes"].isna().all() and ds.meta["nodes"] == reference.NOT_STATED
-        assert ds.meta["facts"]["nodes"] == reference.NOT_STATED
+        assert ds.frame["nodes"].isna().all() and ds.meta["nodes"] == schema.NOT_STATED
+        assert ds.meta["facts"]["nodes"] == schema.NOT_STATED
     assert "nodes: not stated in the log (record it with --fill nodes=N)" in out
     # the same table with nodes given
     assert cli.main(["ref", "import-log", str(ISSUE290), "--name", "j", "--op", "all_reduce", "--fill", "nodes=2"]) == 0
@@ -175,21 +175,21 @@ def test_a_table_only_fragment_imports_with_the_rank_count_derived_and_the_rest_
 
 
 def test_a_fill_the_numbers_contradict_is_refused_naming_both(user_data):
-    with pytest.raises(reference.DatasetError) as e:
+    with pytest.raises(schema.DatasetError) as e:
         reference.import_log(ISSUE290, "x", op="all_reduce", fill={"world_size": 8})
     msg = str(e.value)
     assert "lines 27-38: --fill world_size=8 contradicts the numbers" in msg and "fixes 16 ranks for all_reduce" in msg
-    with pytest.raises(reference.DatasetError, match="fixes 8 ranks for all_gather"):
+    with pytest.raises(schema.DatasetError, match="fixes 8 ranks for all_gather"):
         reference.import_log(SUPERBENCH_ALLGATHER, "x", op="all_gather", fill={"world_size": 16})
-    with pytest.raises(reference.DatasetError, match="--op all_reduce contradicts the numbers"):
+    with pytest.raises(schema.DatasetError, match="--op all_reduce contradicts the numbers"):
         reference.import_log(SUPERBENCH_ALLGATHER, "x", op="all_reduce")
-    with pytest.raises(reference.DatasetError, match="the log states all_reduce; --op all_gather contradicts it"):
+    with pytest.raises(schema.DatasetError, match="the log states all_reduce; --op all_gather contradicts it"):
         reference.import_log(RTX2080, "x", op="all_gather")
     assert not user_data.exists() or not list(user_data.iterdir())
 
 
 def test_every_missing_fact_is_listed_at_once_with_its_flag(user_data):
-    with pytest.raises(reference.DatasetError) as e:
+    with pytest.raises(schema.DatasetError) as e:
         reference.import_log(ISSUE290, "x")
     msg = str(e.value)
     assert msg.count("does not name its collective") == 1  # one message for the three tables
@@ -201,9 +201,9 @@ def test_every_missing_fact_is_listed_at_once_with_its_flag(user_data):
 
 def test_a_failed_auto_detection_suggests_format(tmp_path):
     junk = _write(tmp_path, "notes.txt", ["training loss 0.31 at step 400", "ok"])
-    with pytest.raises(reference.DatasetError, match="name it: --format nccl-tests|nvbandwidth|bandwidthtest"):
+    with pytest.raises(schema.DatasetError, match="name it: --format nccl-tests|nvbandwidth|bandwidthtest"):
         reference.import_log(junk, "x")
-    with pytest.raises(reference.DatasetError, match="a folder, not a log file"):
+    with pytest.raises(schema.DatasetError, match="a folder, not a log file"):
         reference.import_log(tmp_path, "x")
 
 
@@ -241,15 +241,15 @@ def test_a_notebook_checks_a_log_reference_first_and_reads_an_unnamed_one_as_its
 
 def test_a_log_the_notebook_cannot_use_fails_in_the_first_cell_with_what_to_set(tmp_path):
     gather = _write(tmp_path, "cluster.log", _lines(SUPERBENCH_ALLGATHER))  # 0.875: not an all-reduce
-    with pytest.raises(reference.DatasetError) as e:
+    with pytest.raises(schema.DatasetError) as e:
         reference.check_reference(str(gather), "allreduce_sweep")
     assert "reference=" in str(e.value) and "holds no all_reduce table" in str(e.value)
     assert "the log holds lines 14-50: busbw/algbw = 0.875 < 1 fits all_gather" in str(e.value)
     assert "--op" not in str(e.value)
-    with pytest.raises(reference.DatasetError, match="reference='no/such.log': no such file or folder"):
+    with pytest.raises(schema.DatasetError, match="reference='no/such.log': no such file or folder"):
         reference.check_reference("no/such.log", "allreduce_sweep")
     junk = _write(tmp_path, "notes.txt", ["nothing", "here"])
-    with pytest.raises(reference.DatasetError, match="reference=.*labkit ref import-log FILE --name NAME --format"):
+    with pytest.raises(schema.DatasetError, match="reference=.*labkit ref import-log FILE --name NAME --format"):
         reference.check_reference(str(junk), "allreduce_sweep")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import reference
+from labkit import reference, schema
 from labkit.logs import FORMATS, LogFormatError, detect_format, detect_formats, parse_log
 from labkit.logs._model import REQUIRED_COLUMNS
 from labkit.logs._text import shift_decimal, unwrap
@@ -89,7 +89,7 @@ def test_asking_for_the_wrong_tool_is_an_error_not_an_empty_result():
 
 def test_model_required_columns_agree_with_reference_kinds():
     for kind, required in REQUIRED_COLUMNS.items():
-        assert reference.KINDS[kind][0] == required, kind
+        assert schema.KINDS[kind][0] == required, kind
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_write_and_load_keep_every_printed_digit(tmp_path, fixture, fill):
     loaded = reference.load("imported", tmp_path)
     text = pd.read_csv(tmp_path / "imported.csv", dtype=str, keep_default_na=False)
     assert text.equals(as_text(ds.frame)), "the CSV must hold the printed digits"
-    assert loaded.meta["schema_version"] == reference.SCHEMA_VERSION and loaded.kind == ds.kind
+    assert loaded.meta["schema_version"] == schema.SCHEMA_VERSION and loaded.kind == ds.kind
 
 
 def test_filled_never_overwrites_what_the_log_printed():

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from labkit import reference, units
+from labkit import reference, schema, units
 from labkit.copies import bench_pinned, dataloader, pin_cost, pinned, pinned_vs_pageable, pitfall
 from labkit.units import PINNED_CAP_BYTES
 
@@ -110,7 +110,7 @@ def test_host_pin_part_and_its_rows():
     assert "mlock" in note
     rows = pd.DataFrame([r for c in costs for r in c.to_rows()])
     meta = {"kind": "point", "bandwidth_direction": "none"}
-    reference.validate_frame(rows, meta, "test")  # the recorder's rows are a valid `point` dataset
+    schema.validate_frame(rows, meta, "test")  # the recorder's rows are a valid `point` dataset
 
 
 def test_recorded_pin_cost_reader(tmp_path):

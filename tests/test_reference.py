@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import reference
-from labkit.reference import DatasetError
+from labkit import reference, schema
+from labkit.schema import DatasetError
 
 GOOD_META = {
     "schema_version": 1,
@@ -157,7 +157,7 @@ def test_import_profile_renames_and_relabels_without_touching_numbers(tmp_path):
         reference.import_profile(prof, "node7", dest=dest)
     with pytest.raises(ValueError, match="prefix"):
         reference.import_profile(prof, "Node 7!", dest=dest)
-    with pytest.raises(reference.DatasetError, match="profile"):
+    with pytest.raises(schema.DatasetError, match="profile"):
         reference.import_profile(dest, "x", dest=tmp_path / "other")
 
 

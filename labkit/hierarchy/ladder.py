@@ -19,8 +19,9 @@ from typing import Sequence
 from .. import plots, timing
 from ..copies.sweeps import gpu_copy_sweep, host_copy_sweep
 from ..launch import launch
-from ..reference import DatasetError, list_datasets, load, profile_path, short_source
+from ..reference import list_datasets, load, profile_path
 from ..runtime import Found
+from ..schema import DatasetError, short_source
 from ..system import cpu_model
 from ..units import PINNED_CAP_BYTES, MiB, pow2_sizes
 from .worker import sendrecv_rank

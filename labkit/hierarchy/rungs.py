@@ -8,7 +8,8 @@ from typing import Sequence
 
 from .. import plots
 from ..models import spec
-from ..reference import DatasetError, load, short_source
+from ..reference import load
+from ..schema import DatasetError, short_source
 from ..units import format_bytes
 from .ladder import LEVEL_NAMES, LEVELS, LevelSweep, last_level_cache_bytes
 

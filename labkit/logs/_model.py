@@ -12,7 +12,7 @@ import dataclasses
 
 from ._text import Skipped
 
-#: Required columns of each kind a reader produces. Mirrors labkit.reference.KINDS (data/README.md);
+#: Required columns of each kind a reader produces. Mirrors labkit.schema.KINDS (data/README.md);
 #: this core package may not import labkit.reference, so tests/test_logs_api.py asserts they agree.
 REQUIRED_COLUMNS = {
     "copy_sweep": ("direction", "memory", "nbytes", "bandwidth_GBps"),

@@ -7,7 +7,7 @@ import os
 import sys
 
 from .. import cluster as cluster_model
-from .. import reference
+from .. import reference, schema
 from ..models import allreduce_time
 from ..site import build_site
 from ..system import environment
@@ -88,8 +88,8 @@ def _import_log(args) -> int:
 def cmd_ref(args) -> int:
     if args.action == "import-log":
         return _import_log(args)
-    if args.kind is not None and args.kind not in reference.KINDS:
-        raise ValueError(f"--kind {args.kind!r}: no such kind; {closest(args.kind, reference.KINDS)}")
+    if args.kind is not None and args.kind not in schema.KINDS:
+        raise ValueError(f"--kind {args.kind!r}: no such kind; {closest(args.kind, schema.KINDS)}")
     if args.action == "import":
         if not args.name or not args.prefix:
             raise ValueError("labkit ref import PROFILE --prefix NAME: give the profile folder and a name prefix")
@@ -258,8 +258,8 @@ def _cluster_model(args, S: int) -> int:
 
 def cmd_compare(args) -> int:
     for kind in args.kind or ():
-        if kind not in reference.KINDS:
-            raise ValueError(f"--kind {kind!r}: no such kind; {closest(kind, reference.KINDS)}")
+        if kind not in schema.KINDS:
+            raise ValueError(f"--kind {kind!r}: no such kind; {closest(kind, schema.KINDS)}")
     if args.plot:
         flags.output_file(args.plot, "--plot")
     result = compare(args.profiles, kinds=args.kind)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..reference import Dataset
+from ..schema import Dataset
 from .compare_figures import plot_kind
 from .compare_groups import PLATEAU_SIZES, Group, compare_group
 from .compare_inputs import RULES, CompareError, Series, Source, key_text, load_source, series_of

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import reference
-from ..reference import Dataset
+from ..schema import Dataset
 
 
 class CompareError(ValueError):

@@ -19,7 +19,8 @@ import threading
 from pathlib import Path
 
 from ..fileio import atomic_write_text, temporary_folder
-from ..reference import PROFILE_FILE, SCHEMA_VERSION, data_dir
+from ..reference import PROFILE_FILE, data_dir
+from ..schema import SCHEMA_VERSION
 from ..system import environment
 from .benches import load, recorders
 
