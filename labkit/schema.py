@@ -38,7 +38,8 @@ QUALITIES = ("A", "B", "C")
 PROVENANCES = ("recorded", "measured")
 BANDWIDTH_DIRECTIONS = ("unidirectional", "bidirectional", "aggregate", "mixed", "none")
 
-#: Collectives nccl-tests measures (`<op>_perf` binaries) and labkit.collectives names.
+#: Collectives nccl-tests measures (its `<op>_perf` binaries), as labkit.logs names them; labkit.collectives.OPS
+#: (those labkit times itself) is a subset.
 COLLECTIVE_OPS = _logs.nccl_tests.OPS
 _SWEEP_NUMERIC = ("nbytes", "world_size", "nodes", "count", "time_us", "algbw_GBps", "busbw_GBps")
 
