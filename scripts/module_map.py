@@ -27,11 +27,9 @@ PACKAGE = ROOT / "labkit"
 #: The layer of a module is read from its path:
 #:   core   labkit/<module>.py, and the packages in CORE_PACKAGES (the log parsers);
 #:   topic  any other subpackage labkit/<topic>/ (one per thing a notebook reads);
-#:   tool   labkit/tools/ (the command line and what it drives), and TOOLS_OUTSIDE_TOOLS;
+#:   tool   labkit/tools/ (the command line and what it drives: modules and subpackages);
 #:   package  labkit/__init__.py and labkit/__main__.py (the entry point: `python -m labkit` runs the tools' cli).
 CORE_PACKAGES = ("logs",)
-#: Tools that still sit beside the topics (being edited when labkit/tools/ was made): the next move puts them there.
-TOOLS_OUTSIDE_TOOLS = ("site", "explain")
 TOOLS_PACKAGE = "tools"
 
 
@@ -42,9 +40,10 @@ def _units(kind: str, root: Path = PACKAGE) -> tuple[str, ...]:
     if kind == "core":
         return tuple(sorted(flat | (packages & set(CORE_PACKAGES))))
     if kind == "topic":
-        return tuple(sorted(packages - set(CORE_PACKAGES) - set(TOOLS_OUTSIDE_TOOLS) - {TOOLS_PACKAGE}))
+        return tuple(sorted(packages - set(CORE_PACKAGES) - {TOOLS_PACKAGE}))
     tools = {p.stem for p in (root / TOOLS_PACKAGE).glob("*.py") if not p.stem.startswith("__")}
-    return tuple(sorted(tools)) + TOOLS_OUTSIDE_TOOLS
+    tools |= {p.name for p in (root / TOOLS_PACKAGE).iterdir() if (p / "__init__.py").exists()}
+    return tuple(sorted(tools))
 
 
 CORE = _units("core")
@@ -192,15 +191,13 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def layer_of(module: str) -> tuple[str, str]:
     """(layer, unit) from the module's path: layer is core, topic, tool or package; unit is the core module,
-    topic or tool (see CORE_PACKAGES and TOOLS_OUTSIDE_TOOLS above)."""
+    topic or tool (see CORE_PACKAGES above)."""
     parts = module.split(".")
     if parts in (["labkit"], ["labkit", "__main__"]):
         return "package", parts[-1]
     head = parts[1]
     if head == TOOLS_PACKAGE:
         return "tool", parts[2] if len(parts) > 2 else TOOLS_PACKAGE
-    if head in TOOLS_OUTSIDE_TOOLS:
-        return "tool", head
     if head in CORE:
         return "core", head
     if head in TOPICS:
@@ -310,11 +307,11 @@ def layout_markdown(root: Path = PACKAGE) -> str:
         out += _wrapped("modules:", sorted(p.stem for p in (root / name).glob("*.py") if not p.stem.startswith("__")))
     out.append(f"  tools: labkit/{TOOLS_PACKAGE}/ (import anything)")
     for name in tools:
-        if name not in TOOLS_OUTSIDE_TOOLS:
-            out += _entry(name, _summary(root / TOOLS_PACKAGE / f"{name}.py"))
-    out.append("  tools still beside the topics (module_map.TOOLS_OUTSIDE_TOOLS; the next move puts them in tools/)")
-    for name in TOOLS_OUTSIDE_TOOLS:
-        out += _entry(name + "/", _summary(root / name / "__init__.py"))
+        path = root / TOOLS_PACKAGE / f"{name}.py"
+        if path.exists():
+            out += _entry(name, _summary(path))
+        else:
+            out += _entry(name + "/", _summary(root / TOOLS_PACKAGE / name / "__init__.py"))
     return "\n".join(out + ["```", LAYOUT_END])
 
 

@@ -5,7 +5,7 @@ The reference-mode tests (test_nbNN.py, through conftest's `run_nb`) execute eac
 `papermill` command line; this file executes each one again with `jupyter nbconvert --execute`. Both
 run in a clean environment with a time bound (tests/executors.py): before labkit.widgets detected the
 missing front end, notebooks 01, 04 and 06 hung for ever under plain papermill (jupyter/nbclient#312).
-The same executed copies are what the site renders (`labkit.site.prepare`, what `labkit site` publishes),
+The same executed copies are what the site renders (`labkit.tools.site.prepare`, what `labkit site` publishes),
 so the pages' content is checked without executing anything twice.
 """
 
@@ -18,8 +18,8 @@ import pytest
 from executors import nbconvert_execute
 
 from labkit import reference
-from labkit.site import prepare as site_prepare
 from labkit.tools.notebooks import NOTEBOOKS, find_notebook
+from labkit.tools.site import prepare as site_prepare
 
 pytestmark = pytest.mark.notebook
 
@@ -93,7 +93,7 @@ def test_every_notebook_runs_under_nbconvert_without_labkit_variables(executed):
 
 
 def test_the_site_copies_hide_the_machinery_and_keep_every_figure(executed):
-    """What the site renders of each run (labkit.site.prepare): parameters, papermill's injected cell
+    """What the site renders of each run (labkit.tools.site.prepare): parameters, papermill's injected cell
     (the build machine's results_path) and the Colab install cell hidden, titles numbered 1-6, every
     figure kept, no path of this machine (these runs replay a profile and a log from a temporary folder).
     The Sphinx site itself is read in Chromium by tests/test_site_browser.py, in CI after the suite."""

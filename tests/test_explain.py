@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.explain import command, context, explain, explain_run, load_runs, rules
-from labkit.explain.runs import derive_world_size
+from labkit.tools.explain import command, context, explain, explain_run, load_runs, rules
+from labkit.tools.explain.runs import derive_world_size
 
 RAW = Path(__file__).resolve().parents[1] / "data" / "raw"
 LOG_290 = RAW / "nccl_all_reduce_perf__H100_1node_NVLS_and_2node_IB_NDR_default_vs_RING__nccltests_issue290.txt"

@@ -1,4 +1,4 @@
-"""The site's reader copy of a notebook (labkit.site.prepare) and the Sphinx project around it — cheap checks.
+"""The site's reader copy of a notebook (labkit.tools.site.prepare) and the Sphinx project around it — cheap checks.
 
 The full site (six notebooks executed, rendered by Sphinx, opened in Chromium with the network closed) is
 tests/test_site_browser.py, which CI runs after the suite; tests/test_executors.py checks the reader
@@ -15,10 +15,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from labkit import site
-from labkit.site import prepare
-from labkit.site import sphinx as site_sphinx
+from labkit.tools import site
 from labkit.tools.cli import main
+from labkit.tools.site import prepare
+from labkit.tools.site import sphinx as site_sphinx
 
 ROOT = Path(__file__).resolve().parents[1]
 

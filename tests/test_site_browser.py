@@ -23,10 +23,10 @@ import nbformat
 import pytest
 import site_checks
 
-from labkit import site
-from labkit.site import prepare
-from labkit.site import sphinx as site_sphinx
+from labkit.tools import site
 from labkit.tools.notebooks import NOTEBOOKS
+from labkit.tools.site import prepare
+from labkit.tools.site import sphinx as site_sphinx
 
 pytestmark = [pytest.mark.site, pytest.mark.slow]
 

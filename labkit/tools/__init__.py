@@ -2,6 +2,6 @@
 
 cli (the parser and main), commands (what each subcommand does), flags (checks of what the user typed),
 benches (the experiments `labkit bench` and `labkit record` run), record, compare (with compare_inputs,
-compare_groups, compare_figures), student, soak, notebooks, doctor. Two more tools still live beside the
-topics, labkit/site and labkit/explain (scripts/module_map.py lists them in TOOLS_OUTSIDE_TOOLS).
+compare_groups, compare_figures), student, soak, notebooks, doctor; and two packages: site (`labkit site`, the
+course website) and explain (`labkit explain`, "is my number normal?" for an nccl-tests log).
 """

@@ -10,7 +10,6 @@ import os
 import sys
 
 from .. import __version__
-from ..explain import command as explain_cmd
 from ..units import MAX_MODELLED_BYTES
 from . import benches, flags
 from .benches import BENCHES
@@ -26,6 +25,7 @@ from .commands import (
     cmd_site,
     cmd_student,
 )
+from .explain import command as explain_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:

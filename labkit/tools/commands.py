@@ -9,7 +9,6 @@ import sys
 from .. import cluster as cluster_model
 from .. import reference, schema
 from ..models import allreduce_time
-from ..site import build_site
 from ..system import environment
 from ..units import MAX_MODELLED_BYTES, format_time, parse_size
 from . import benches, doctor, flags
@@ -17,6 +16,7 @@ from .benches import BENCHES
 from .compare import compare, save_figures
 from .notebooks import check_reference, closest, copy_notebooks, find_notebook, run_notebooks
 from .record import record
+from .site import build_site
 from .student import build
 
 

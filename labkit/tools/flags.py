@@ -124,7 +124,7 @@ BENCH_FLAG_CHECKS = {
 }
 
 
-#: The same for `labkit explain`'s hardware flags (labkit.explain.command defines them).
+#: The same for `labkit explain`'s hardware flags (labkit.tools.explain.command defines them).
 EXPLAIN_FLAG_CHECKS = {
     **dict.fromkeys(("--nodes", "--gpus-per-node", "--nics-per-node", "--run"), whole(1)),
     **dict.fromkeys(("--nvlink-bandwidth", "--nic-bandwidth"), real(0.0)),

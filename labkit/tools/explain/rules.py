@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..specs import spec
+from ...specs import spec
 from .model import Expected, Facts
 from .runs import Run
 

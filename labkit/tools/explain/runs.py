@@ -10,7 +10,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from .. import collectives, logs, reference
+from ... import collectives, logs, reference
 
 _ALGO = re.compile(r"\bNCCL_ALGO=(\S+)")
 _ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+)=([^\s,;()]+)")

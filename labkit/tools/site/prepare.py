@@ -134,7 +134,7 @@ def links_html(colab_url: str, download: str) -> str:
 
 def build_roots(*extra) -> list[tuple[str, str]]:
     """(folder, what it stands for) pairs to take out of outputs, longest first."""
-    checkout = Path(__file__).resolve().parents[2]  # labkit/site/prepare.py → the checkout (or site-packages)
+    checkout = Path(__file__).resolve().parents[3]  # labkit/tools/site/prepare.py → the checkout (or site-packages)
     roots = [(str(Path(p).resolve()), "") for p in extra if p]
     roots += [(str(checkout), ""), (sys.prefix, "<venv>"), (os.path.realpath(sys.prefix), "<venv>")]
     roots += [(os.path.realpath(tempfile.gettempdir()), "<tmp>"), (tempfile.gettempdir(), "<tmp>")]

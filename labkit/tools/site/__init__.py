@@ -2,12 +2,12 @@
 
 `build_site(out)` executes each notebook in reference mode (replayed recorded systems, plus the cheap
 CPU experiments measured on the building machine, labelled so in every figure) unless `executed_dir`
-holds executed copies, prepares a reader's copy of each (`labkit.site.prepare`: machinery cells
+holds executed copies, prepares a reader's copy of each (`labkit.tools.site.prepare`: machinery cells
 hidden by tags, titles numbered "1 · …", Colab and download links, no build-machine paths), and
 renders them with Sphinx: myst-nb reads the notebooks with `nb_execution_mode = "off"` (the outputs
 are those of the reference-mode run), sphinx-book-theme gives the sidebar with the learning path and
 each page's sections, Sphinx's own search index gives offline full-text search, and MathJax is served
-from the site itself (`labkit.site.sphinx`). `site.json` lists the pages, their sections and figure
+from the site itself (`labkit.tools.site.sphinx`). `site.json` lists the pages, their sections and figure
 counts (tests read it).
 
 Why Sphinx + myst-nb + sphinx-book-theme (compared 2026-11-25, every candidate installed or read here):
@@ -29,8 +29,8 @@ import re
 import shutil
 from pathlib import Path
 
-from .. import __version__
-from ..tools.notebooks import available, find_notebook, run_notebook
+from ... import __version__
+from ..notebooks import available, find_notebook, run_notebook
 from . import prepare
 from . import sphinx as sphinx_site
 

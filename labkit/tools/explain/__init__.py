@@ -6,7 +6,7 @@
 What the log states (collective, ranks, hosts → nodes, GPU, NCCL version, NCCL_ALGO) is read by labkit.logs; the
 rest comes from the caller (`--nodes`, `--nic-bandwidth`, ... or `--system NAME`), and a given fact that contradicts
 the log is refused naming both. The expectation is the cluster model's (a model, not a measurement); the causes are
-small rules (labkit.explain.rules), ranked by how strongly the run's numbers point at each.
+small rules (labkit.tools.explain.rules), ranked by how strongly the run's numbers point at each.
 """
 
 from __future__ import annotations

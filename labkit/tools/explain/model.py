@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import re
 
-from .. import cluster
+from ... import cluster
 
 #: What NCCL reaches per NIC, as a share of the line rate, as NVIDIA's maintainers state it: 46-48 of 50 GB/s
 #: for NDR 400 (AddyLaddy, nccl-tests#290), 24 of 25 for HDR 200 (sjeaugey, nccl#412). 0.94 = 47/50.

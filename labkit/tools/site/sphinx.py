@@ -9,14 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import __version__
+from ... import __version__
 
 #: where the project is published when no package metadata says otherwise ([project.urls] Repository)
 DEFAULT_REPOSITORY = "https://github.com/labkit-workbook/labkit"
 SITE_TITLE = "labkit: how data moves between CPUs and GPUs"
 
 CONF = """\
-# Written by labkit.site for one build; see labkit/site/sphinx.py.
+# Written by labkit.tools.site for one build; see labkit/tools/site/sphinx.py.
 project = {project!r}
 version = release = {version!r}
 extensions = ["myst_nb"]
