@@ -13,7 +13,19 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+#: The bus factor of each collective labkit times or models, as a function of the rank count n: the one
+#: definition (nccl-tests src/*.cu `<Op>GetBw`, doc/PERFORMANCE.md). The names are labkit.logs.nccl_tests.OPS's.
+BUS_FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+#: The collectives labkit has a bus factor for: a subset of the nccl-tests binaries' (labkit.logs.nccl_tests.OPS).
+OPS = tuple(BUS_FACTORS)
 
 
 def algbw(nbytes: float, seconds: float) -> float:
@@ -29,13 +41,9 @@ def bus_factor(op: str, world_size: int) -> float:
     n = int(world_size)
     if n < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "alltoall"):
-        return (n - 1) / n
-    if op in ("broadcast", "reduce", "sendrecv"):
-        return 1.0
-    raise ValueError(f"unknown op {op!r}; choose one of {OPS}")
+    if op not in BUS_FACTORS:
+        raise ValueError(f"unknown op {op!r}; choose one of {OPS}")
+    return BUS_FACTORS[op](n)
 
 
 def busbw(op: str, nbytes: float, seconds: float, world_size: int) -> float:

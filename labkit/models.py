@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .collectives import bus_factor
+
 # The spec table lives in labkit.specs (each published figure with its direction and citation); its names stay
 # importable from labkit.models, where the notebooks and the public API have always found them.
 from .specs import SPECS, Spec, compare_to_spec, pcie_spec, spec  # noqa: F401
@@ -144,7 +146,7 @@ def allreduce_time(
         return 0.0
     a, S, b = latency_s, float(nbytes), bandwidth_GBps * GB
     if algorithm == "ring":
-        return 2 * (N - 1) * a + 2 * (N - 1) / N * S / b
+        return 2 * (N - 1) * a + bus_factor("all_reduce", N) * S / b
     if algorithm == "naive":
         return 2 * (N - 1) * (a + S / b)
     if algorithm == "recursive_doubling":
@@ -164,7 +166,7 @@ def allreduce_time(
         raise ValueError(f"world_size {N} is not a multiple of gpus_per_node {g}")
     m = N // g
     a_inter = latency_s if inter_latency_s is None else inter_latency_s
-    rs = (g - 1) * a + (g - 1) / g * S / b
+    rs = (g - 1) * a + bus_factor("reduce_scatter", g) * S / b
     inter = allreduce_time(S / g, m, inter_bandwidth_GBps, a_inter, "ring")
     return rs + inter + rs
 
@@ -174,4 +176,4 @@ def allreduce_bytes_per_rank(nbytes: float, world_size: int) -> float:
     N = int(world_size)
     if N < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return 2 * (N - 1) / N * float(nbytes)
+    return bus_factor("all_reduce", N) * float(nbytes)

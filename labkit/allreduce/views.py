@@ -68,7 +68,7 @@ def bytes_per_rank_figure(nbytes: int = 1 << 20, max_ranks: int = 16, itemsize: 
         alpha=0.2,
         label="counted: min … max over ranks",
     )
-    plots.line(ax, ns, 2 * (ns - 1) / ns, "2(N−1)/N", how=plots.MODEL)
+    plots.line(ax, ns, [bus_factor("all_reduce", n) for n in ns], "2(N−1)/N", how=plots.MODEL)
     ax.axhline(2, ls=":", color="0.4", label="limit 2·S: every byte goes out twice")
     plots.finish(
         ax,
@@ -366,7 +366,7 @@ def cost_view(params_billion: float, bytes_per_param: int, gpus: int, bandwidth_
     for algo in ("ring", "tree", "recursive_doubling", "naive"):
         t = allreduce_time(S, gpus, bandwidth_GBps, latency_us * 1e-6, algo)
         rows.append(f"  {algo:19s} {t * 1e3:10.1f} ms")
-    per_gpu = 2 * (gpus - 1) / gpus * S
+    per_gpu = bus_factor("all_reduce", gpus) * S
     print(
         f"model: {params_billion:g}B parameters × {bytes_per_param} B = {S / GB:g} GB of gradients, {gpus} GPUs, "
         f"{bandwidth_GBps:g} GB/s per direction, α = {latency_us:g} µs\n"

@@ -14,14 +14,18 @@ alpha-beta model of `labkit.models` (`models.allreduce_time(..., "ring")` gives 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
+from .. import collectives
 from ..collectives import bus_factor
 from . import nccl
 from .system import System, system_from_facts
 
 GB = 1e9
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+#: The collectives NCCL's tuning model covers: labkit.collectives.OPS less those NCCL runs as point-to-point sends
+#: and receives grouped (alltoall, sendrecv: NVIDIA/nccl#316, nccl-tests src/alltoall.cu), with no algorithm to tune.
+OPS = tuple(op for op in collectives.OPS if op not in ("alltoall", "sendrecv"))
 #: labkit's names -> NCCL's
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_chain", "collnet_direct", "pat", "hierarchical")
 _ALIASES = {
@@ -115,7 +119,7 @@ def _given(system: System, m: int, S: float, op: str, algorithm: str | None) -> 
         raise ValueError("a system of given rates models all_reduce with ring or hierarchical only")
     ring_bus = system.nvlink_GBps if m == 1 else min(system.nvlink_GBps, system.nics_per_node * system.nic_GBps)
     ring_lat = 2 * (N - m) * system.alpha_intra_s + 2 * (m - 1) * system.alpha_inter_s
-    ring_t = ring_lat + 2 * (N - 1) / N * S / (ring_bus * GB)
+    ring_t = ring_lat + bus_factor("all_reduce", N) * S / (ring_bus * GB)
     if algo == "ring":
         t, lat, bound = (
             ring_t,
@@ -124,8 +128,10 @@ def _given(system: System, m: int, S: float, op: str, algorithm: str | None) -> 
         )
     else:
         inter = system.nics_per_node * system.nic_GBps / g  # each rank's share of the node's uplinks
-        t_in = (g - 1) * system.alpha_intra_s + (g - 1) / g * S / (system.nvlink_GBps * GB)
-        t_x = 2 * (m - 1) * system.alpha_inter_s + 2 * (m - 1) / m * (S / g) / (inter * GB) if m > 1 else 0.0
+        t_in = (g - 1) * system.alpha_intra_s + bus_factor("reduce_scatter", g) * S / (system.nvlink_GBps * GB)
+        t_x = (
+            2 * (m - 1) * system.alpha_inter_s + bus_factor("all_reduce", m) * (S / g) / (inter * GB) if m > 1 else 0.0
+        )
         t, lat, bound = (
             2 * t_in + t_x,
             2 * (g - 1) * system.alpha_intra_s + 2 * (m - 1) * system.alpha_inter_s,
@@ -164,8 +170,9 @@ def _hierarchical(system: System, m: int, S: float, graphs: dict, one: dict) -> 
         + 2 * (g - 1) * nccl.HW_LAT[hw]["ring"][2]
         + 2 * (m - 1) * nccl.HW_LAT["net"]["ring"][2]
     )
-    t_bw = 2 * (g - 1) / g * S / (B * GB) + (2 * (m - 1) / m * S / (Nn * GB) if m > 1 else 0.0)
-    bound = "network (middle phase)" if m > 1 and 2 * (m - 1) / m / Nn >= 2 * (g - 1) / g / B else "intra-node phases"
+    ar = functools.partial(bus_factor, "all_reduce")
+    t_bw = ar(g) * S / (B * GB) + (ar(m) * S / (Nn * GB) if m > 1 else 0.0)
+    bound = "network (middle phase)" if m > 1 and ar(m) / Nn >= ar(g) / B else "intra-node phases"
     return lat_us * 1e-6 + t_bw, lat_us * 1e-6, bound
 
 

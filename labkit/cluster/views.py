@@ -8,6 +8,7 @@ import dataclasses
 from typing import Sequence
 
 from .. import plots, reference, widgets
+from ..collectives import bus_factor
 from ..units import format_bytes, format_time
 from .model import predict
 from .presets import preset
@@ -41,8 +42,8 @@ def slow_link_bytes(nbytes: float, group_size: int, groups: int) -> dict:
             ),
             0.0,
         )
-    flat_rank = 2 * (N - 1) / N * S
-    hier_rank = 2 * (m - 1) / m * S / g
+    flat_rank = bus_factor("all_reduce", N) * S
+    hier_rank = bus_factor("all_reduce", m) * S / g
     return {
         "flat_per_crossing_rank": flat_rank,
         "hier_per_rank": hier_rank,
