@@ -292,43 +292,42 @@ def _k_gpu_runs(system: str, first_nvls: int) -> tuple[Run, ...]:
     return tuple(out)
 
 
+def _single_node(name: str, preset: str, runs: tuple[Run, ...]) -> Dataset:
+    return Dataset(name, preset, runs, scope="single-node")
+
+
+def _healthy_default(label: str, why: str, stated: str | None = None) -> tuple[Run, ...]:
+    """One healthy run at NCCL's default algorithm (stated: the one the page says ran)."""
+    return (Run(label, {}, None, "healthy", why, stated=stated),)
+
+
 #: Single-node datasets (NVLS against the ring by GPU count, cloud nodes): NCCL's NVLS model beside measurements.
 SINGLE_NODE: tuple[Dataset, ...] = (
-    Dataset(
-        "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering",
-        "h200_node",
-        _k_gpu_runs("8x H200", 5),
-        scope="single-node",
+    _single_node(
+        "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xh200_mlengineering", "h200_node", _k_gpu_runs("8x H200", 5)
     ),
-    Dataset(
-        "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xb200_p6_mlengineering",
-        "p6_b200_efa",
-        _k_gpu_runs("8x B200", 6),
-        scope="single-node",
+    _single_node(
+        "nccl_allreduce_nvls_vs_ring_vs_gpu_count_8xb200_p6_mlengineering", "p6_b200_efa", _k_gpu_runs("8x B200", 6)
     ),
-    Dataset(
+    _single_node(
         "nccl_allreduce_busbw_azure_ndh100v5",
         "h100_ndr_8nic",
-        (Run("Azure ND H100 v5", {}, None, "healthy", "the page states NVLS", stated="nvls"),),
-        scope="single-node",
+        _healthy_default("Azure ND H100 v5", "the page states NVLS", stated="nvls"),
     ),
-    Dataset(
+    _single_node(
         "nccl_allreduce_busbw_azure_ndh200v5",
         "h200_node",
-        (Run("Azure ND H200 v5", {}, None, "healthy", "the page states NVLS", stated="nvls"),),
-        scope="single-node",
+        _healthy_default("Azure ND H200 v5", "the page states NVLS", stated="nvls"),
     ),
-    Dataset(
+    _single_node(
         "nccl_allreduce_busbw_azure_nda100v4",
         "a100_node",
-        (Run("Azure ND A100 v4", {}, None, "healthy", "A100 has no NVLS (the page's 'NVLS' cannot be)"),),
-        scope="single-node",
+        _healthy_default("Azure ND A100 v4", "A100 has no NVLS (the page's 'NVLS' cannot be)"),
     ),
-    Dataset(
+    _single_node(
         "nccl_allreduce_busbw_azure_ndgb200v6_4gpu",
         "gb200_tray4",
-        (Run("Azure ND GB200 v6, 4 GPUs", {}, None, "healthy", "the page states Ring", stated="ring"),),
-        scope="single-node",
+        _healthy_default("Azure ND GB200 v6, 4 GPUs", "the page states Ring", stated="ring"),
     ),
 )
 
