@@ -1,8 +1,8 @@
-"""Timing: a host timer and a CUDA-event timer with warm-up, repeats and honest statistics.
+"""Timing: every timing loop in labkit — host timer, CUDA events, queued behind a spin kernel, CUDA graph.
 
-The method borrows from triton.testing.do_bench and nvbandwidth, without all of either: no L2 flush
-between samples (do_bench has one) and no spin kernel holding the stream while copies are queued
-(nvbandwidth's; labkit.copies.small_copy adds a blocker where the issue cost matters):
+`time_host` and `time_cuda` borrow from triton.testing.do_bench and nvbandwidth, without all of either:
+no L2 flush between samples (do_bench has one) and no spin kernel holding the stream while copies are
+queued (nvbandwidth's: `time_blocked` adds it where the host's issue cost matters):
 
 1. warm up (the first calls pay for lazy initialisation, page faults and clock ramp-up);
 2. estimate one call's time and size the inner loop so that one sample lasts at least
@@ -13,6 +13,12 @@ between samples (do_bench has one) and no spin kernel holding the stream while c
    itself when the spread is too large to trust.
 
 A `Measurement` keeps seconds *per call*, so bandwidth is always nbytes / seconds.
+
+`time_blocked` (p2pBandwidthLatencyTest's delay kernel, nvbandwidth's spin kernel) and `time_graph`
+take a *stream*: the one stream interface of labkit (`FakeStream` here; `CudaEventStream` on a GPU;
+`labkit.overlap.streams` adds host streams and `run`). A stream has `record()` → event, `query(event)`
+(has the stream reached it?), `elapsed(a, b)` (seconds), `synchronize()`, `clock()` (host seconds) and
+`block(seconds)` (hold the stream, GPU streams only).
 """
 
 from __future__ import annotations
@@ -106,21 +112,28 @@ def time_host(
     label: str = "",
     nbytes: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    setup: Callable[[], object] | None = None,
 ) -> Measurement:
     """Time a host-side call (or a synchronous GPU call) with a wall clock.
 
-    `clock` can be injected so tests can drive the timer deterministically.
+    `clock` can be injected so tests can drive the timer deterministically. `setup` (as in
+    torch.utils.benchmark) runs untimed before every warm-up call and every sample — e.g. emptying a
+    cache so each sample is cold; with it, pass `inner=1` so each sample is one cold call.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    setup = setup or (lambda: None)
     for _ in range(warmup):
+        setup()
         fn()
     if inner is None:
+        setup()
         t0 = clock()
         fn()
         inner = _inner_for(clock() - t0, min_sample_s)
     samples = []
     for _ in range(repeats):
+        setup()
         t0 = clock()
         for _ in range(inner):
             fn()
@@ -174,6 +187,235 @@ def time_cuda(
         torch.cuda.synchronize()
     samples = tuple(s.elapsed_time(e) / 1e3 / inner for s, e in pairs)
     return Measurement(samples, inner, "cuda_event", label, nbytes)
+
+
+#: A spin lasts SPIN_MARGIN × the host's measured issue time of one batch, plus SPIN_FLOOR_S, so every
+#: call is queued before the stream is released (p2pBandwidthLatencyTest sizes its delay kernel alike).
+SPIN_MARGIN, SPIN_FLOOR_S = 2.0, 1e-3
+#: A blocked sample whose spin ended too early is retried with the spin doubled, at most this often.
+MAX_SPIN_RETRIES = 3
+#: `torch.cuda._sleep` cycles timed once per device to convert seconds of spin into cycles.
+CALIBRATION_CYCLES = 10_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocked:
+    """`time_blocked`'s result: per-call seconds of the GPU (stream held while queuing), of the host's issue,
+    and (when asked) of the same calls without a spin; `retries` = samples redone with a longer spin,
+    `unblocked` = samples kept although the spin still ended before the queue was full."""
+
+    gpu: Measurement
+    issue_s: tuple[float, ...]
+    pipelined_s: tuple[float, ...]
+    retries: int
+    unblocked: int
+
+    @property
+    def warnings(self) -> list[str]:
+        if not self.unblocked:
+            return []
+        return [
+            f"{self.unblocked} of {len(self.gpu.samples_s)} samples: the host could not queue the copies ahead of "
+            "the GPU even with a spin 8× longer; this latency includes host time (an upper bound)"
+        ]
+
+
+def time_blocked(
+    stream,
+    fn: Callable[[], object],
+    *,
+    calls: int,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = WARMUP_CALLS,
+    spin_s: float | None = None,
+    unblocked: bool = False,
+    label: str = "",
+    nbytes: int | None = None,
+) -> Blocked:
+    """Per-call device time of `calls` back-to-back calls of fn queued behind a spin on `stream`.
+
+    When one call takes the GPU less time than the host needs to issue the next, an event pair around
+    a Python loop measures the host, not the GPU. nvbandwidth and p2pBandwidthLatencyTest hold the
+    stream with a spin kernel until every call and both events are queued. Step by step:
+
+    1. warm up; time the host issuing one batch of `calls` (untimed by events), synchronise;
+    2. spin = `spin_s`, or SPIN_MARGIN × that issue time + SPIN_FLOOR_S;
+    3. per sample: block(spin), record start, issue the calls (host-timed: the issue cost), record end;
+       if the stream had already reached `start` when the host finished issuing, the spin ended early
+       and the sample measures host time, not GPU time;
+    4. (with `unblocked`) the same calls between one event pair without a spin: what a plain loop reports.
+
+    The one retry rule: an early-released sample is redone with the spin doubled (the longer spin is
+    kept for later samples), at most MAX_SPIN_RETRIES times; after that the last try is kept, counted
+    in `unblocked` and warned about. Why not raise: a spin 8× the measured issue time plus 1 ms that
+    still ends early means the host was descheduled mid-batch; more doubling only lengthens the run,
+    raising would throw away the valid samples of the run, and the kept sample is still an upper bound
+    of the GPU time (t ≈ max(t_gpu, t_issue)) — so it is kept, labelled, never silently.
+    """
+    if repeats < 1 or calls < 1:
+        raise ValueError(f"repeats and calls must be >= 1, got {repeats} and {calls}")
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    t0 = stream.clock()
+    for _ in range(calls):
+        fn()
+    batch_issue_s = stream.clock() - t0
+    stream.synchronize()
+    spin = SPIN_MARGIN * batch_issue_s + SPIN_FLOOR_S if spin_s is None else spin_s
+    gpu, issue, pipe = [], [], []
+    retries = early = 0
+    for _ in range(repeats):
+        for attempt in range(MAX_SPIN_RETRIES + 1):
+            stream.block(spin)
+            start = stream.record()
+            t0 = stream.clock()
+            for _ in range(calls):
+                fn()
+            t1 = stream.clock()
+            end = stream.record()
+            released_early = stream.query(start)  # the stream reached `start` before the host finished issuing
+            stream.synchronize()
+            if not released_early:
+                break
+            if attempt < MAX_SPIN_RETRIES:
+                retries += 1
+                spin *= 2
+        else:
+            early += 1
+        gpu.append(stream.elapsed(start, end) / calls)
+        issue.append((t1 - t0) / calls)
+        if unblocked:
+            pipe.append(time_events(stream, fn, calls))
+    m = Measurement(tuple(gpu), calls, "cuda_event", label, nbytes)
+    return Blocked(m, tuple(issue), tuple(pipe), retries, early)
+
+
+def time_events(stream, fn: Callable[[], object], calls: int) -> float:
+    """One sample: seconds per call of `calls` calls of fn between one event pair on `stream`, synchronised."""
+    start = stream.record()
+    for _ in range(calls):
+        fn()
+    end = stream.record()
+    stream.synchronize()
+    return stream.elapsed(start, end) / calls
+
+
+def time_graph(stream, replay: Callable[[], object], calls: int, repeats: int = DEFAULT_REPEATS) -> tuple[float, ...]:
+    """Per-call device seconds of a CUDA graph of `calls` calls, replayed by one host call per sample
+    (after one warm-up replay); `replay` enqueues one replay (torch: `CUDAGraph.replay`)."""
+    replay()
+    stream.synchronize()
+    return tuple(time_events(stream, replay, 1) / calls for _ in range(repeats))
+
+
+#: `torch.cuda._sleep` cycles per second, per device: the one calibration, measured once per process.
+_SPIN_CYCLES_PER_S: dict[int, float] = {}
+
+
+def spin_cycles_per_s(device: int) -> float:  # pragma: no cover - needs a GPU
+    """How many `torch.cuda._sleep` cycles one second of spin takes on `device` (timed once, then cached)."""
+    import torch
+
+    if device not in _SPIN_CYCLES_PER_S:
+        with torch.cuda.device(device):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            torch.cuda._sleep(CALIBRATION_CYCLES)
+            b.record()
+            b.synchronize()
+            _SPIN_CYCLES_PER_S[device] = CALIBRATION_CYCLES / (a.elapsed_time(b) / 1e3)
+    return _SPIN_CYCLES_PER_S[device]
+
+
+class FakeStream:
+    """A discrete-event model of one in-order CUDA stream, for tests without a GPU.
+
+    Host calls advance a host clock by their issue cost; the device runs enqueued work in order, each
+    item starting at max(enqueue time, end of the previous item); an event is the device time at which
+    the stream reaches it. Nothing sleeps: time is simulated.
+    """
+
+    def __init__(
+        self, *, issue_s: float, gpu_copy_s: float, event_issue_s: float = 0.5e-6, blocker_issue_s: float = 5e-6
+    ):
+        self.issue_s, self.gpu_copy_s = issue_s, gpu_copy_s
+        self.event_issue_s, self.blocker_issue_s = event_issue_s, blocker_issue_s
+        self.host_t = 0.0
+        self.device_free_t = 0.0
+        self.copies = 0
+
+    def clock(self) -> float:
+        return self.host_t
+
+    def _enqueue(self, host_cost: float, device_cost: float) -> float:
+        self.host_t += host_cost
+        start = max(self.host_t, self.device_free_t)
+        self.device_free_t = start + device_cost
+        return start
+
+    def block(self, seconds: float) -> None:
+        self._enqueue(self.blocker_issue_s, seconds)
+
+    def copy(self) -> None:
+        self.copies += 1
+        self._enqueue(self.issue_s, self.gpu_copy_s)
+
+    def record(self) -> float:
+        return self._enqueue(self.event_issue_s, 0.0)
+
+    def query(self, event_t: float) -> bool:
+        return event_t <= self.host_t
+
+    def elapsed(self, a: float, b: float) -> float:
+        return b - a
+
+    def synchronize(self) -> None:
+        self.host_t = max(self.host_t, self.device_free_t)
+
+    def graph(self, n: int, launch_issue_s: float = 8e-6, per_node_s: float = 0.3e-6):
+        """A captured graph of n copies: one host call, device work n·(copy + node overhead)."""
+        return lambda: self._enqueue(launch_issue_s, n * (self.gpu_copy_s + per_node_s))
+
+
+class CudaEventStream:  # pragma: no cover - needs a GPU
+    """A torch.cuda.Stream behind the stream interface: CUDA timing events, a `torch.cuda._sleep` spin
+    (a private helper torch's own tests use) calibrated by `spin_cycles_per_s`. Default: the current stream."""
+
+    def __init__(self, stream=None, device: int | None = None):
+        require_cuda("CudaEventStream")
+        import torch
+
+        self.torch = torch
+        if stream is None:
+            stream = torch.cuda.current_stream(device)
+        self.stream = stream
+        self.device = stream.device.index if stream.device.index is not None else torch.cuda.current_device()
+
+    def clock(self) -> float:
+        return time.perf_counter()
+
+    def block(self, seconds: float) -> None:
+        cycles = int(seconds * spin_cycles_per_s(self.device))
+        with self.torch.cuda.device(self.device), self.torch.cuda.stream(self.stream):
+            self.torch.cuda._sleep(cycles)
+
+    def record(self):
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record(self.stream)
+        return e
+
+    def query(self, event) -> bool:
+        return bool(event.query())
+
+    def elapsed(self, a, b) -> float:
+        return a.elapsed_time(b) / 1e3
+
+    def wait(self, event) -> None:
+        self.stream.wait_event(event)
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
 
 
 def summarize(measurements: Sequence[Measurement]) -> list[str]:

@@ -10,8 +10,14 @@ from labkit.launch import launch
 @pytest.mark.parametrize("n", [3])
 def test_by_hand_equals_library_and_bytes_match_the_schedule(n):
     counts = [n, 12, 1001, 2]  # divisible, divisible, not divisible, fewer elements than ranks
-    rows = [r for per_rank in launch(others.check_worker, n, "gloo", timeout_s=120, args=(counts,)) for r in per_rank]
+    out = launch(others.check_worker, n, "gloo", timeout_s=120, args=(counts, 12, 2))
+    timed = [r for per_rank in out for r in per_rank if "seconds" in r]
+    rows = [r for per_rank in out for r in per_rank if "seconds" not in r]
     assert {r["op"] for r in rows} == set(others.OPS)
+    # timed through labkit.collectives.time_collectives: 2 repeats of each op and implementation on every rank
+    assert len(timed) == n * len(others.OPS) * 2 * 2 and all(r["seconds"] > 0 for r in timed)
+    assert {(r["impl"], r["repeat"]) for r in timed} == {(i, k) for i in ("by hand", "library") for k in (0, 1)}
+    assert others.summary(timed + rows, n).filter(like="busbw").notna().all().all()
     for r in rows:
         assert r["matches"], r
         assert r["bytes_sent"] == others.expected_bytes(r["op"], r["count"], n, r["rank"]), r

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from labkit import timing
 from labkit.overlap import bench_overlap, figures, measure, recorded, streams, timelines
 from labkit.overlap.timelines import Span, Timeline
 
@@ -234,6 +235,20 @@ def test_host_stream_wait_holds_later_work_but_not_the_caller():
         gate.fire()
         done.synchronize(timeout=5)
         assert ran.is_set() and done.time_s >= gate.time_s
+
+
+@pytest.mark.parametrize("make", [streams.InlineStream, streams.HostStream])
+def test_host_streams_have_the_timing_stream_interface(make):
+    """labkit.timing's event timer runs on a host stream: the time between two recorded events spans the work."""
+    s = make()
+    try:
+        per_call = timing.time_events(s, lambda: s.run(lambda: time.sleep(0.01)), 3)
+        assert per_call >= 0.01  # sleep lasts at least what it was asked for
+        ev = s.record()
+        s.synchronize()
+        assert s.query(ev)
+    finally:
+        s.close()
 
 
 def test_host_stream_exception_goes_to_the_future():

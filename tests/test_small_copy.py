@@ -2,12 +2,12 @@
 
 import pytest
 
-from labkit import reference
+from labkit import reference, timing
 from labkit.copies import small_copy as sc
 
 
 def run(issue_us, gpu_us, **kw):
-    s = sc.FakeStream(issue_s=issue_us * 1e-6, gpu_copy_s=gpu_us * 1e-6)
+    s = timing.FakeStream(issue_s=issue_us * 1e-6, gpu_copy_s=gpu_us * 1e-6)
     return s, sc.time_small_copy(s, s.copy, 4, **kw)
 
 
@@ -27,13 +27,40 @@ def test_device_bound_copies_agree_between_methods():
 
 
 def test_a_blocker_that_ends_too_early_is_detected_and_lengthened():
+    # 100 copies take the host 700 µs to issue: 0.1, 0.2, 0.4 ms end early, 0.8 ms holds, and stays for later samples
     _, r = run(issue_us=7.0, gpu_us=2.0, n=100, repeats=3, blocker_s=1e-4)
-    assert r.retries >= 1
+    assert r.retries == 3 and r.unblocked == 0 and r.warnings == []
     assert r.gpu_median_s == pytest.approx(2.0e-6, rel=1e-9)  # every kept sample is valid
 
 
+class NeverHeld(timing.FakeStream):
+    """A stream whose start event always fires before the enqueue ends (a host descheduled mid-batch)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.spins = []
+
+    def block(self, seconds):
+        self.spins.append(seconds)
+        super().block(seconds)
+
+    def query(self, event_t):
+        return True
+
+
+def test_after_three_doublings_an_early_sample_is_kept_and_warned_about():
+    s = NeverHeld(issue_s=7e-6, gpu_copy_s=2e-6)
+    r = sc.time_small_copy(s, s.copy, 4, n=10, repeats=2)
+    # the one rule (timing.time_blocked): first spin = 2 × the issue time of one batch + 1 ms, doubled 3 times
+    first = timing.SPIN_MARGIN * 10 * 7e-6 + timing.SPIN_FLOOR_S
+    assert s.spins[:4] == pytest.approx([first, 2 * first, 4 * first, 8 * first])
+    assert len(s.spins) == 2 * (timing.MAX_SPIN_RETRIES + 1)
+    assert r.retries == 2 * timing.MAX_SPIN_RETRIES and r.unblocked == 2 and len(r.gpu_s) == 2
+    assert len(r.warnings) == 1 and "includes host time" in r.warnings[0]
+
+
 def test_without_the_validity_check_an_early_release_would_look_like_the_host_rate():
-    s = sc.FakeStream(issue_s=7e-6, gpu_copy_s=2e-6)
+    s = timing.FakeStream(issue_s=7e-6, gpu_copy_s=2e-6)
     s.block(1e-5)
     start = s.record()
     for _ in range(100):
@@ -45,7 +72,7 @@ def test_without_the_validity_check_an_early_release_would_look_like_the_host_ra
 
 
 def test_graph_replay_amortises_the_launch():
-    s = sc.FakeStream(issue_s=7e-6, gpu_copy_s=2e-6)
+    s = timing.FakeStream(issue_s=7e-6, gpu_copy_s=2e-6)
     per_copy = sc.time_small_copy_graph(s, lambda: s.graph(100), n=100, repeats=3)
     assert all(p == pytest.approx((100 * (2.0e-6 + 0.3e-6) + 8e-6) / 100, rel=1e-9) for p in per_copy)
     assert all(p < 7e-6 for p in per_copy)
@@ -53,7 +80,7 @@ def test_graph_replay_amortises_the_launch():
 
 def test_every_copy_is_enqueued_n_times_per_sample_plus_warmup():
     s, r = run(issue_us=3.0, gpu_us=1.0, n=10, repeats=4)
-    assert s.copies == 3 + 4 * (10 + 10)
+    assert s.copies == 3 + 10 + 4 * (10 + 10)  # warm-up, one host-timed batch sizing the spin, blocked + unblocked
     row = sc.rows_of("h2d", r)
     assert row["bytes"] == 4 and row["issue_us (host, per call)"] == pytest.approx(3.0)
 

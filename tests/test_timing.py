@@ -28,6 +28,31 @@ def test_time_host_uses_injected_clock_and_keeps_raw_samples():
     assert m.warnings == []
 
 
+def test_setup_runs_untimed_before_every_call_and_sample():
+    clock, log = FakeClock(), []
+
+    def setup():
+        log.append("setup")
+        clock.t += 1.0  # untimed: must not reach the samples
+
+    def op():
+        log.append("op")
+        clock.t += 1e-3
+
+    m = timing.time_host(op, repeats=3, warmup=1, inner=1, clock=clock, setup=setup)
+    assert log == ["setup", "op"] * 4
+    assert m.samples_s == pytest.approx((1e-3,) * 3)
+
+
+def test_blocked_timing_measures_the_device_and_the_host_apart():
+    s = timing.FakeStream(issue_s=7e-6, gpu_copy_s=2e-6)
+    r = timing.time_blocked(s, s.copy, calls=50, repeats=4, label="4 B", nbytes=4)
+    assert r.gpu.timer == "cuda_event" and r.gpu.inner == 50 and r.gpu.nbytes == 4
+    assert r.gpu.median_s == pytest.approx(2e-6, rel=1e-9)
+    assert r.issue_s == pytest.approx((7e-6,) * 4)
+    assert r.pipelined_s == () and r.retries == 0 and r.warnings == []
+
+
 def test_measurement_warns_about_spread():
     m = timing.Measurement((1.0, 1.0, 2.0, 3.0, 1.0, 2.5), inner=1, timer="host", label="noisy")
     assert any("IQR" in w for w in m.warnings)

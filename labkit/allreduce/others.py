@@ -16,9 +16,7 @@ all-reduce-based reference too). Style of picotron's cp_communications.py and th
 
 from __future__ import annotations
 
-import time
-
-from ..collectives import bus_factor, chunk_bounds
+from ..collectives import bus_factor, chunk_bounds, time_collectives
 from .ring import _exchange
 
 #: Where each collective appears in training, and the source that says so (notebook 05 prints it).
@@ -215,15 +213,11 @@ def check_worker(rank: int, world_size: int, counts, timed_count: int = 0, repea
             rows.append({"op": op, "count": count, "rank": rank, "matches": bool(ok), "bytes_sent": sent})
     if timed_count:
         x = torch.randint(-1000, 1000, (timed_count,)).float()
-        for op in OPS:
-            for impl, fn in (("by hand", _by_hand), ("library", _library)):
-                fn(op, x, timed_count)  # warm-up
-                for i in range(repeats):
-                    dist.barrier()
-                    t0 = time.perf_counter()
-                    fn(op, x, timed_count)
-                    rows.append({"op": op, "impl": impl, "count": timed_count, "rank": rank, "repeat": i,
-                                 "seconds": time.perf_counter() - t0})  # fmt: skip
+        for op in OPS:  # labkit's one timing loop for collectives: one warm-up, then a barrier before each call
+            calls = {"by hand": lambda op=op: _by_hand(op, x, timed_count), "library": lambda op=op: _library(op, x, timed_count)}  # fmt: skip
+            timed = time_collectives(calls, repeats=repeats, warmup=1, barrier=dist.barrier)
+            rows += [{"op": op, "impl": impl, "count": timed_count, "rank": rank, "repeat": i, "seconds": s}
+                     for impl, samples in timed.items() for i, s in enumerate(samples)]  # fmt: skip
     return rows
 
 

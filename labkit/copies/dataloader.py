@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from .. import plots
+from .. import plots, timing
 from ..provenance import measured_meta
 from ..runtime import Found, require_cuda
 from ..units import GB
@@ -69,19 +67,17 @@ def measure_dataloader(
     loader = DataLoader(
         ds, batch_size=batch_size, num_workers=workers, pin_memory=pin_memory, persistent_workers=workers > 0
     )
-    try:
-        for x in loader:  # warm-up pass: workers start, pinned blocks get cached
-            x.to(dev, non_blocking=True)
+    moved = []  # bytes that reached the GPU, per pass
+
+    def one_pass(loader=loader):
+        moved.append(sum(x.to(dev, non_blocking=True).numel() for x in loader))
         torch.cuda.synchronize(dev)
-        nbytes = 0
-        t0 = time.perf_counter()
-        for x in loader:
-            y = x.to(dev, non_blocking=True)
-            nbytes += y.numel()
-        torch.cuda.synchronize(dev)
-        seconds = time.perf_counter() - t0
+
+    try:  # the warm-up pass starts the workers and caches pinned blocks; the second pass is timed
+        seconds = timing.time_host(one_pass, repeats=1, warmup=1, inner=1).median_s
+        nbytes = moved[-1]
     finally:
-        del loader  # stops persistent workers
+        del loader, one_pass  # drops the last references: stops persistent workers
     return {
         "pin_memory": pin_memory,
         "batches": batches,
@@ -126,24 +122,19 @@ def _loader(pin_memory: bool, batches: int, batch_size: int, workers: int):
 def _seconds_per_batch_of_loader(pin_memory: bool, batches: int, batch_size: int, workers: int) -> float:
     """One untimed pass (workers start, pinned blocks get cached), then a timed pass that only receives batches."""
     loader = _loader(pin_memory, batches, batch_size, workers)
+    received = []
     try:
-        for _ in loader:
-            pass
-        t0 = time.perf_counter()
-        n = sum(1 for _ in loader)
-        return (time.perf_counter() - t0) / n
+        seconds = timing.time_host(
+            lambda loader=loader: received.append(sum(1 for _ in loader)), repeats=1, warmup=1, inner=1
+        ).median_s
+        return seconds / received[-1]
     finally:
-        del loader
+        del loader  # the lambda that also held it is gone: workers stop
 
 
 def _median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: allocator caches, CUDA context
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return float(np.median(samples))
+    """Median seconds of one call, `repeats` samples after one warm-up call (allocator caches, CUDA context)."""
+    return timing.time_host(fn, repeats=repeats, warmup=1, inner=1).median_s
 
 
 def measure_stages(

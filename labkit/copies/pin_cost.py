@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from typing import Sequence
 
 import numpy as np
@@ -106,18 +105,24 @@ def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device
 
     require_cuda("measure_pin_cost", hint=NO_GPU_HINT)
     out = []
-    have_cache_control = True
+    emptied = []  # whether each setup could empty torch's pinned-block cache
+
+    def empty_cache():
+        emptied.append(_empty_host_cache())
+
     for n in sizes:
         check_pinned_request(n)
         src = torch.ones(int(n), dtype=torch.uint8)
-        samples = []
-        for _ in range(repeats + 1):  # the first sample is a warm-up
-            have_cache_control = _empty_host_cache() and have_cache_control
-            t0 = time.perf_counter()
-            p = src.pin_memory()
-            samples.append(time.perf_counter() - t0)
-            del p
-        cold = timing.Measurement(tuple(samples[1:]), 1, "host", f"cold pin {format_bytes(n)}", int(n))
+        cold = timing.time_host(  # the pinned tensor is dropped at once, so the next setup can free its block
+            lambda: src.pin_memory(),
+            repeats=repeats,
+            warmup=1,
+            inner=1,
+            setup=empty_cache,
+            label=f"cold pin {format_bytes(n)}",
+            nbytes=int(n),
+        )
+        have_cache_control = all(emptied)
         warm = timing.time_host(
             lambda: src.pin_memory(), repeats=repeats, label=f"warm pin {format_bytes(n)}", nbytes=int(n)
         )
@@ -162,9 +167,8 @@ def measure_host_pin_part(sizes: Sequence[int], *, repeats: int = PIN_REPEATS) -
     for n in sizes:
         n = int(n)
         src = np.ones(n, dtype=np.uint8)
-        samples = []
-        for _ in range(repeats + 1):
-            t0 = time.perf_counter()
+
+        def pin_part(src=src, n=n):
             dst = np.empty(n, dtype=np.uint8)
             np.copyto(dst, src)
             if lock is not None:
@@ -173,15 +177,10 @@ def measure_host_pin_part(sizes: Sequence[int], *, repeats: int = PIN_REPEATS) -
                     lock[1](addr, size)
                 else:
                     refused.append(n)
-            samples.append(time.perf_counter() - t0)
-            del dst
-        out.append(
-            PinCost(
-                n,
-                timing.Measurement(tuple(samples[1:]), 1, "host", f"host pin part {format_bytes(n)}", n),
-                HOST_PIN_PART,
-            )
-        )
+
+        label = f"host pin part {format_bytes(n)}"
+        m = timing.time_host(pin_part, repeats=repeats, warmup=1, inner=1, label=label, nbytes=n)
+        out.append(PinCost(n, m, HOST_PIN_PART))
     if lock is None:
         note = "mlock is not available on this OS: the page-locking step is missing too"
     elif refused:

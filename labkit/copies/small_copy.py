@@ -14,22 +14,21 @@ enqueuing operations is excluded from the measurement of actual transfer over th
     t_gpu   = elapsed(start, end) / n             (stream blocked while enqueuing)
     t_issue = host time of the enqueue loop / n   (taken in the same run, while the GPU waits)
 
-`time_small_copy` measures all three per size; the stream is injected, so the method is tested on a
-CPU by `FakeStream`, a discrete-event model of one CUDA stream. `TorchStream` blocks a real stream
-with `torch.cuda._sleep(cycles)` (a private helper torch's own tests use); because it spins a fixed
-number of cycles, every sample checks that the blocker outlasted the enqueue (`start.query()` still
-False) and is redone with a blocker twice as long if not. `time_small_copy_graph` times n copies
-captured in one CUDA graph (one host call for n copies).
+`time_small_copy` measures all three per size with `labkit.timing.time_blocked` (the stream is
+injected, so the method is tested on a CPU by `timing.FakeStream`, a discrete-event model of one CUDA
+stream; on a GPU `timing.CudaEventStream` blocks the stream with `torch.cuda._sleep`). Because the
+spin lasts a fixed number of cycles, every sample checks that it outlasted the enqueue (`start.query()`
+still False); `time_blocked`'s docstring states the retry rule. `time_small_copy_graph` times n
+copies captured in one CUDA graph (one host call for n copies).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from collections.abc import Callable
 
-from labkit import reference
+from labkit import reference, timing
 from labkit.runtime import Found
 
 #: Sizes the live small-copy experiment times (4 B .. 1 MiB; quick: three of them).
@@ -50,6 +49,7 @@ class SmallCopyTiming:
     issue_s: tuple[float, ...]  # host enqueue time per call, taken while the stream is blocked
     pipelined_s: tuple[float, ...]  # per copy without a blocker (labkit's sweep, bandwidthTest's loop)
     retries: int  # samples redone because the blocker ended before the enqueue did
+    unblocked: int = 0  # samples kept although the blocker still ended early (upper bounds; see timing.time_blocked)
 
     @property
     def gpu_median_s(self) -> float:
@@ -64,6 +64,15 @@ class SmallCopyTiming:
         return float(statistics.median(self.pipelined_s))
 
     @property
+    def warnings(self) -> list[str]:
+        if not self.unblocked:
+            return []
+        return [
+            f"{self.nbytes} B: {self.unblocked} of {len(self.gpu_s)} blocked samples kept although the blocker ended "
+            "before the enqueue did (after 3 doublings): their gpu time includes host time"
+        ]
+
+    @property
     def host_bound(self) -> bool:
         """True when the unblocked loop measured the host (issue cost above the GPU's per-copy time)."""
         return self.issue_median_s > self.gpu_median_s
@@ -76,149 +85,22 @@ def time_small_copy(
     *,
     n: int = 100,
     repeats: int = 10,
-    blocker_s: float = 2e-3,
-    max_retries: int = 6,
+    blocker_s: float | None = None,
 ) -> SmallCopyTiming:
-    """Time one copy size three ways on `stream` (a `TorchStream` or a `FakeStream`).
+    """Time one copy size three ways on `stream` (a `timing.CudaEventStream` or a `timing.FakeStream`).
 
     `copy()` enqueues one copy on the stream (torch: `dst.copy_(src, non_blocking=True)`, pinned host
-    side). The blocker is doubled until it outlasts the enqueue loop; no invalid sample is kept.
+    side). `blocker_s` overrides the first spin's length (default: timing's rule, from the issue time).
     """
-    gpu, issue, pipe = [], [], []
-    retries = 0
-    for _ in range(3):  # warm-up: lazy init, first touch, clocks
-        copy()
-    stream.synchronize()
-    for _ in range(repeats):
-        while True:
-            stream.block(blocker_s)
-            start = stream.record()
-            t0 = stream.clock()
-            for _ in range(n):
-                copy()
-            t1 = stream.clock()
-            end = stream.record()
-            released_too_early = stream.query(start)  # the GPU reached `start` before the enqueue ended
-            stream.synchronize()
-            if not released_too_early:
-                break
-            retries += 1
-            if retries > max_retries * repeats:
-                raise RuntimeError("the blocker never outlasted the enqueue loop: raise blocker_s or lower n")
-            blocker_s *= 2
-        gpu.append(stream.elapsed(start, end) / n)
-        issue.append((t1 - t0) / n)
-        start = stream.record()  # labkit's sweep: no blocker, the same n copies between one event pair
-        for _ in range(n):
-            copy()
-        end = stream.record()
-        stream.synchronize()
-        pipe.append(stream.elapsed(start, end) / n)
-    return SmallCopyTiming(int(nbytes), n, tuple(gpu), tuple(issue), tuple(pipe), retries)
+    r = timing.time_blocked(stream, copy, calls=n, repeats=repeats, spin_s=blocker_s, unblocked=True, nbytes=nbytes)
+    return SmallCopyTiming(int(nbytes), n, r.gpu.samples_s, r.issue_s, r.pipelined_s, r.retries, r.unblocked)
 
 
 def time_small_copy_graph(stream, capture_and_replay, n: int = 100, repeats: int = 10) -> tuple[float, ...]:
     """Per-copy device time of n copies captured in one CUDA graph and replayed by one host call.
 
     `capture_and_replay()` returns a callable that enqueues one replay (torch: `g.replay`)."""
-    replay = capture_and_replay()
-    replay()
-    stream.synchronize()
-    out = []
-    for _ in range(repeats):
-        start = stream.record()
-        replay()
-        end = stream.record()
-        stream.synchronize()
-        out.append(stream.elapsed(start, end) / n)
-    return tuple(out)
-
-
-class FakeStream:
-    """A discrete-event model of one in-order CUDA stream, for tests without a GPU.
-
-    Host calls advance a host clock by their issue cost; the device runs enqueued work in order, each
-    item starting at max(enqueue time, end of the previous item); an event is the device time at which
-    the stream reaches it. Nothing sleeps: time is simulated.
-    """
-
-    def __init__(
-        self, *, issue_s: float, gpu_copy_s: float, event_issue_s: float = 0.5e-6, blocker_issue_s: float = 5e-6
-    ):
-        self.issue_s, self.gpu_copy_s = issue_s, gpu_copy_s
-        self.event_issue_s, self.blocker_issue_s = event_issue_s, blocker_issue_s
-        self.host_t = 0.0
-        self.device_free_t = 0.0
-        self.copies = 0
-
-    def clock(self) -> float:
-        return self.host_t
-
-    def _enqueue(self, host_cost: float, device_cost: float) -> float:
-        self.host_t += host_cost
-        start = max(self.host_t, self.device_free_t)
-        self.device_free_t = start + device_cost
-        return start
-
-    def block(self, seconds: float) -> None:
-        self._enqueue(self.blocker_issue_s, seconds)
-
-    def copy(self) -> None:
-        self.copies += 1
-        self._enqueue(self.issue_s, self.gpu_copy_s)
-
-    def record(self) -> float:
-        return self._enqueue(self.event_issue_s, 0.0)
-
-    def query(self, event_t: float) -> bool:
-        return event_t <= self.host_t
-
-    def elapsed(self, a: float, b: float) -> float:
-        return b - a
-
-    def synchronize(self) -> None:
-        self.host_t = max(self.host_t, self.device_free_t)
-
-    def graph(self, n: int, launch_issue_s: float = 8e-6, per_node_s: float = 0.3e-6):
-        """A captured graph of n copies: one host call, device work n·(copy + node overhead)."""
-        return lambda: self._enqueue(launch_issue_s, n * (self.gpu_copy_s + per_node_s))
-
-
-class TorchStream:  # pragma: no cover - needs a GPU
-    """The `FakeStream` interface on the current CUDA stream; the blocker is `torch.cuda._sleep`."""
-
-    def __init__(self, device: int = 0):
-        import torch
-
-        self.torch = torch
-        self.stream = torch.cuda.current_stream(device)
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        cycles = 10_000_000
-        a.record()
-        torch.cuda._sleep(cycles)
-        b.record()
-        b.synchronize()
-        self.cycles_per_s = cycles / (a.elapsed_time(b) / 1e3)
-
-    def clock(self) -> float:
-        return time.perf_counter()
-
-    def block(self, seconds: float) -> None:
-        self.torch.cuda._sleep(int(seconds * self.cycles_per_s))
-
-    def record(self):
-        e = self.torch.cuda.Event(enable_timing=True)
-        e.record(self.stream)
-        return e
-
-    def query(self, event) -> bool:
-        return bool(event.query())
-
-    def elapsed(self, a, b) -> float:
-        return a.elapsed_time(b) / 1e3
-
-    def synchronize(self) -> None:
-        self.stream.synchronize()
+    return timing.time_graph(stream, capture_and_replay(), n, repeats)
 
 
 def torch_graph_of_copies(dst, src, n: int):  # pragma: no cover - needs a GPU
@@ -259,8 +141,8 @@ def measure_here(quick: bool, *, n: int = 100) -> Found | None:  # pragma: no co
 
     if not torch.cuda.is_available():
         return None
-    s = TorchStream()
-    rows = []
+    s = timing.CudaEventStream()
+    rows, warnings = [], []
     for direction in ("h2d", "d2h"):
         for nbytes in QUICK_SIZES if quick else SIZES:
             host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(1)
@@ -269,7 +151,9 @@ def measure_here(quick: bool, *, n: int = 100) -> Found | None:  # pragma: no co
             r = time_small_copy(s, lambda: dst.copy_(src, non_blocking=True), nbytes, n=n, repeats=5 if quick else 10)
             g = time_small_copy_graph(s, lambda: torch_graph_of_copies(dst, src, n), n=n, repeats=5)
             rows.append(rows_of(direction, r, g))
-    return Found(rows, f"measured here: {torch.cuda.get_device_name(0)}, pinned, n={n} copies per sample")
+            warnings += [f"{direction} {w}" for w in r.warnings]
+    note = "\n".join(f"- warning: {w}" for w in warnings) or None
+    return Found(rows, f"measured here: {torch.cuda.get_device_name(0)}, pinned, n={n} copies per sample", note=note)
 
 
 def recorded_floor(dataset, max_bytes: int = 256 * 1024) -> Found | None:

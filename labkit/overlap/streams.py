@@ -1,8 +1,10 @@
 """Streams with one interface: a CUDA stream, a host worker thread standing in for one, the calling thread; and the double-buffered loader.
 
 `CudaStream` (a torch.cuda.Stream; spans timed by CUDA events), `HostStream` (a worker thread that runs
-work in order — a CPU stand-in for a stream) and `InlineStream` (the calling thread) share `run`,
-`record()`, `wait(event)` and `synchronize()`; a `Tracer` turns their time marks into a `Timeline`.
+work in order — a CPU stand-in for a stream) and `InlineStream` (the calling thread) share labkit's one
+stream interface (`labkit.timing`: `record()`, `query(event)`, `elapsed(a, b)`, `synchronize()`,
+`clock()`; `CudaStream` *is* a `timing.CudaEventStream`), plus `run` and `wait(event)`; a `Tracer` turns
+their time marks into a `Timeline`.
 `double_buffered` copies batch i+1 while batch i is used, with the two rules that make it correct.
 """
 
@@ -16,6 +18,7 @@ import time
 from typing import Callable, Iterable, Iterator
 
 from ..runtime import require_cuda
+from ..timing import CudaEventStream
 from .timelines import Span, Timeline
 
 #: How often a host stream blocked in `wait` checks whether it was closed (s).
@@ -61,6 +64,16 @@ class InlineStream:
 
     def __init__(self, name: str = "compute"):
         self.name = name
+
+    def clock(self) -> float:
+        return time.perf_counter()
+
+    def query(self, event: HostEvent) -> bool:
+        return event.query()
+
+    def elapsed(self, a: HostEvent, b: HostEvent) -> float:
+        """Seconds between two fired events (perf_counter)."""
+        return b.time_s - a.time_s
 
     def mark(self) -> float:
         return time.perf_counter()
@@ -116,6 +129,16 @@ class HostStream:
             raise RuntimeError(f"host stream {self.name!r} is closed")
         self._queue.put(task)
 
+    def clock(self) -> float:
+        return time.perf_counter()
+
+    def query(self, event: HostEvent) -> bool:
+        return event.query()
+
+    def elapsed(self, a: HostEvent, b: HostEvent) -> float:
+        """Seconds between two fired events (perf_counter)."""
+        return b.time_s - a.time_s
+
     def mark(self) -> float:
         return time.perf_counter()
 
@@ -168,7 +191,7 @@ class HostStream:
         self.close()
 
 
-class CudaStream:
+class CudaStream(CudaEventStream):
     """A torch.cuda.Stream behind the same interface; spans are timed by CUDA events on the GPU."""
 
     kind = "cuda"
@@ -178,14 +201,10 @@ class CudaStream:
         import torch
 
         self.name = name
-        self.stream = stream if stream is not None else torch.cuda.Stream(device=device)
+        super().__init__(stream if stream is not None else torch.cuda.Stream(device=device))
 
     def _event(self):
-        import torch
-
-        ev = torch.cuda.Event(enable_timing=True)
-        ev.record(self.stream)
-        return ev
+        return self.record()
 
     def mark(self):
         return self._event()
@@ -199,15 +218,6 @@ class CudaStream:
             if tracer is not None:
                 tracer.add(self.name, name or "work", start, self._event())
         return _Done(value)
-
-    def record(self):
-        return self._event()
-
-    def wait(self, event) -> None:
-        self.stream.wait_event(event)
-
-    def synchronize(self) -> None:
-        self.stream.synchronize()
 
     def close(self) -> None:
         self.synchronize()

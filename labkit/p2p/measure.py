@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import time
 from typing import Sequence
 
 from .. import timing
@@ -40,11 +39,6 @@ LATENCY_BYTES = 16
 LATENCY_CALLS = 100
 
 
-#: The GPU spin before a latency batch lasts this many times the measured host issue time (+1 ms),
-#: so every copy is queued before the first one runs.
-SPIN_MARGIN = 2.0
-
-
 QUICK_REPEATS = 5
 
 
@@ -69,7 +63,6 @@ class CudaBackend:
 
         self.torch = torch
         self.chunk_bytes = chunk_bytes
-        self._cycles_per_s: dict[int, float] = {}
 
     def device_names(self, devices):
         return [self.torch.cuda.get_device_name(d) for d in devices]
@@ -91,16 +84,7 @@ class CudaBackend:
         return timing.time_cuda(fn, repeats=repeats, nbytes=nbytes, label=label, stream=stream), ()
 
     def time_latency(self, fn, *, nbytes, label, repeats, stream, calls=LATENCY_CALLS):
-        return _time_queued(
-            self.torch,
-            fn,
-            calls=calls,
-            repeats=repeats,
-            nbytes=nbytes,
-            label=label,
-            stream=stream,
-            cycles_cache=self._cycles_per_s,
-        )
+        return _time_queued(self.torch, fn, calls=calls, repeats=repeats, nbytes=nbytes, label=label, stream=stream)
 
     def synchronize(self, devices):
         for d in devices:
@@ -155,53 +139,19 @@ class _CudaStagedPath:
         timing_stream.wait_stream(self.staging.last_stream)
 
 
-def _time_queued(torch, fn, *, calls, repeats, nbytes, label, stream, cycles_cache, warmup=timing.WARMUP_CALLS):
+def _time_queued(torch, fn, *, calls, repeats, nbytes, label, stream):
     """Time `calls` back-to-back calls of fn per sample, queued behind a GPU spin (p2pBandwidthLatencyTest's
-    delay kernel) so the GPU runs them back to back however slow the host is to issue them.
-
-    1. warm up; 2. time the host issuing `calls` calls; 3. per sample: spin the stream for
-    SPIN_MARGIN × that (+1 ms), record start, issue the calls, record end — if the start event has
-    already fired when the host finishes issuing, the spin was too short: double it and retry
-    (three times at most; after that the sample is kept with a note). Returns (Measurement, notes).
-    """
+    delay kernel) so the GPU runs them back to back however slow the host is to issue them:
+    `timing.time_blocked` on the timing stream (its docstring has the method and the retry rule).
+    Returns (Measurement, notes)."""
     dev = stream.device.index if stream.device.index is not None else torch.cuda.current_device()
     with torch.cuda.device(dev), torch.cuda.stream(stream):
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        if dev not in cycles_cache:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            torch.cuda._sleep(10_000_000)
-            e.record()
-            e.synchronize()
-            cycles_cache[dev] = 10_000_000 / (s.elapsed_time(e) / 1e3)
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        issue_s = time.perf_counter() - t0
-        torch.cuda.synchronize()
-        notes, samples = [], []
-        spin_s = SPIN_MARGIN * issue_s + 1e-3
-        for _ in range(repeats):
-            for _attempt in range(4):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda._sleep(int(spin_s * cycles_cache[dev]))
-                start.record()
-                for _ in range(calls):
-                    fn()
-                end.record()
-                too_short = start.query()
-                end.synchronize()
-                if not too_short:
-                    break
-                spin_s *= 2
-            else:
-                notes.append("the host could not queue the copies ahead of the GPU; this latency includes host time")
-            samples.append(start.elapsed_time(end) / 1e3 / calls)
+        r = timing.time_blocked(
+            timing.CudaEventStream(stream), fn, calls=calls, repeats=repeats, label=label, nbytes=nbytes
+        )
         for d in range(torch.cuda.device_count()):
             torch.cuda.synchronize(d)
-    return timing.Measurement(tuple(samples), calls, "cuda_event", label, nbytes), tuple(sorted(set(notes)))
+    return r.gpu, tuple(r.warnings)
 
 
 def _counted_bytes(kind: str, nbytes: int, local: bool) -> int:
