@@ -17,14 +17,7 @@ from typing import Iterable
 from . import log_tables
 from . import logs as _logs
 from .fileio import atomic_write_text
-from .schema import (
-    NOT_STATED,
-    SCHEMA_VERSION,
-    Dataset,
-    DatasetError,
-    validate_frame,
-    validate_meta,
-)
+from .schema import META_FIELDS, NOT_STATED, SCHEMA_VERSION, Dataset, DatasetError, validate_frame, validate_meta
 
 
 def data_dir() -> Path:
@@ -295,13 +288,9 @@ def write_dataset(folder: str | os.PathLike, name: str, frame, meta: dict) -> Pa
     validate_meta(meta, folder / f"{name}.meta.json")
     validate_frame(frame.copy(), meta, folder / f"{name}.csv")
     folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(folder / f"{name}.csv", frame.to_csv(index=False))
-    _atomic_write(folder / f"{name}.meta.json", json.dumps(meta, indent=2, default=str) + "\n")
+    atomic_write_text(folder / f"{name}.csv", frame.to_csv(index=False))
+    atomic_write_text(folder / f"{name}.meta.json", json.dumps(meta, indent=2, default=str) + "\n")
     return folder / f"{name}.csv"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    atomic_write_text(path, text)  # labkit.fileio: atomic, and the mode the user's umask gives
 
 
 PROFILE_FILE = "profile.json"
@@ -328,20 +317,8 @@ def describe(ds: Dataset) -> str:
     """Plain-text summary for `labkit ref show`."""
     m = ds.meta
     lines = [f"{ds.name}  ({m['kind']}, quality {m['quality']}, {m['provenance']})", f"  {m['title']}"]
-    for field in (
-        "system",
-        "gpu",
-        "gpu_count",
-        "nodes",
-        "interconnect",
-        "software",
-        "date",
-        "method",
-        "bandwidth_direction",
-        "source",
-        "source_file",
-        "caveats",
-    ):
+    shown = ("schema_version", "name", "kind", "title", "quality", "provenance")  # on the first two lines
+    for field in (f for f in META_FIELDS if f not in shown):
         lines.append(f"  {field:19s} {m[field]}")
     lines.append(f"  rows                {len(ds.frame)}; columns: {', '.join(map(str, ds.frame.columns))}")
     return "\n".join(lines)

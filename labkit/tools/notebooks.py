@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from .. import reference
+from ..fileio import atomic_write_text
 
 NOTEBOOKS = (
     "01_pcie_latency_curve",
@@ -169,8 +170,7 @@ def export_html(ipynb: Path) -> Path:
     nb = nbformat.read(str(ipynb), as_version=4)
     body, _ = HTMLExporter().from_notebook_node(nb)
     out = Path(ipynb).with_suffix(".html")
-    out.write_text(body, encoding="utf-8")
-    return out
+    return atomic_write_text(out, body)
 
 
 def run_notebooks(names=None, out_dir="artifacts/run", **kw) -> list[dict]:
