@@ -202,21 +202,21 @@ CALIBRATION_CYCLES = 10_000_000
 class Blocked:
     """`time_blocked`'s result: per-call seconds of the GPU (stream held while queuing), of the host's issue,
     and (when asked) of the same calls without a spin; `retries` = samples redone with a longer spin,
-    `unblocked` = samples kept although the spin still ended before the queue was full."""
+    `released_early` = samples kept although the spin still ended before the queue was full."""
 
     gpu: Measurement
     issue_s: tuple[float, ...]
     pipelined_s: tuple[float, ...]
     retries: int
-    unblocked: int
+    released_early: int
 
     @property
     def warnings(self) -> list[str]:
-        if not self.unblocked:
+        if not self.released_early:
             return []
         return [
-            f"{self.unblocked} of {len(self.gpu.samples_s)} samples: the host could not queue the copies ahead of "
-            "the GPU even with a spin 8× longer; this latency includes host time (an upper bound)"
+            f"{self.released_early} of {len(self.gpu.samples_s)} samples: the host could not queue the copies ahead of "
+            f"the GPU even with a spin {2**MAX_SPIN_RETRIES}× longer; this latency includes host time (an upper bound)"
         ]
 
 
@@ -247,7 +247,7 @@ def time_blocked(
 
     The one retry rule: an early-released sample is redone with the spin doubled (the longer spin is
     kept for later samples), at most MAX_SPIN_RETRIES times; after that the last try is kept, counted
-    in `unblocked` and warned about. Why not raise: a spin 8× the measured issue time plus 1 ms that
+    in `released_early` and warned about. Why not raise: a spin 8× the measured issue time plus 1 ms that
     still ends early means the host was descheduled mid-batch; more doubling only lengthens the run,
     raising would throw away the valid samples of the run, and the kept sample is still an upper bound
     of the GPU time (t ≈ max(t_gpu, t_issue)) — so it is kept, labelled, never silently.
@@ -274,9 +274,9 @@ def time_blocked(
                 fn()
             t1 = stream.clock()
             end = stream.record()
-            released_early = stream.query(start)  # the stream reached `start` before the host finished issuing
+            too_early = stream.query(start)  # the stream reached `start` before the host finished issuing
             stream.synchronize()
-            if not released_early:
+            if not too_early:
                 break
             if attempt < MAX_SPIN_RETRIES:
                 retries += 1

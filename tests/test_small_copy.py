@@ -29,7 +29,7 @@ def test_device_bound_copies_agree_between_methods():
 def test_a_blocker_that_ends_too_early_is_detected_and_lengthened():
     # 100 copies take the host 700 µs to issue: 0.1, 0.2, 0.4 ms end early, 0.8 ms holds, and stays for later samples
     _, r = run(issue_us=7.0, gpu_us=2.0, n=100, repeats=3, blocker_s=1e-4)
-    assert r.retries == 3 and r.unblocked == 0 and r.warnings == []
+    assert r.retries == 3 and r.released_early == 0 and r.warnings == []
     assert r.gpu_median_s == pytest.approx(2.0e-6, rel=1e-9)  # every kept sample is valid
 
 
@@ -55,7 +55,7 @@ def test_after_three_doublings_an_early_sample_is_kept_and_warned_about():
     first = timing.SPIN_MARGIN * 10 * 7e-6 + timing.SPIN_FLOOR_S
     assert s.spins[:4] == pytest.approx([first, 2 * first, 4 * first, 8 * first])
     assert len(s.spins) == 2 * (timing.MAX_SPIN_RETRIES + 1)
-    assert r.retries == 2 * timing.MAX_SPIN_RETRIES and r.unblocked == 2 and len(r.gpu_s) == 2
+    assert r.retries == 2 * timing.MAX_SPIN_RETRIES and r.released_early == 2 and len(r.gpu_s) == 2
     assert len(r.warnings) == 1 and "includes host time" in r.warnings[0]
 
 

@@ -49,7 +49,9 @@ class SmallCopyTiming:
     issue_s: tuple[float, ...]  # host enqueue time per call, taken while the stream is blocked
     pipelined_s: tuple[float, ...]  # per copy without a blocker (labkit's sweep, bandwidthTest's loop)
     retries: int  # samples redone because the blocker ended before the enqueue did
-    unblocked: int = 0  # samples kept although the blocker still ended early (upper bounds; see timing.time_blocked)
+    released_early: int = (
+        0  # samples kept although the blocker still ended early (upper bounds; see timing.time_blocked)
+    )
 
     @property
     def gpu_median_s(self) -> float:
@@ -65,11 +67,11 @@ class SmallCopyTiming:
 
     @property
     def warnings(self) -> list[str]:
-        if not self.unblocked:
+        if not self.released_early:
             return []
         return [
-            f"{self.nbytes} B: {self.unblocked} of {len(self.gpu_s)} blocked samples kept although the blocker ended "
-            "before the enqueue did (after 3 doublings): their gpu time includes host time"
+            f"{self.nbytes} B: {self.released_early} of {len(self.gpu_s)} blocked samples kept although the blocker ended "
+            f"before the enqueue did ({timing.MAX_SPIN_RETRIES} doublings): their gpu time includes host time"
         ]
 
     @property
@@ -93,7 +95,7 @@ def time_small_copy(
     side). `blocker_s` overrides the first spin's length (default: timing's rule, from the issue time).
     """
     r = timing.time_blocked(stream, copy, calls=n, repeats=repeats, spin_s=blocker_s, unblocked=True, nbytes=nbytes)
-    return SmallCopyTiming(int(nbytes), n, r.gpu.samples_s, r.issue_s, r.pipelined_s, r.retries, r.unblocked)
+    return SmallCopyTiming(int(nbytes), n, r.gpu.samples_s, r.issue_s, r.pipelined_s, r.retries, r.released_early)
 
 
 def time_small_copy_graph(stream, capture_and_replay, n: int = 100, repeats: int = 10) -> tuple[float, ...]:
