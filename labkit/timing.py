@@ -1,4 +1,4 @@
-"""Timing: every timing loop in labkit — host timer, CUDA events, queued behind a spin kernel, CUDA graph.
+"""Timing: every timing loop of labkit — host timer, CUDA events, behind a spin kernel, CUDA graph.
 
 `time_host` and `time_cuda` borrow from triton.testing.do_bench and nvbandwidth, without all of either:
 no L2 flush between samples (do_bench has one) and no spin kernel holding the stream while copies are
