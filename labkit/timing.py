@@ -15,10 +15,11 @@ queued (nvbandwidth's: `time_blocked` adds it where the host's issue cost matter
 A `Measurement` keeps seconds *per call*, so bandwidth is always nbytes / seconds.
 
 `time_blocked` (p2pBandwidthLatencyTest's delay kernel, nvbandwidth's spin kernel) and `time_graph`
-take a *stream*: the one stream interface of labkit (`FakeStream` here; `CudaEventStream` on a GPU;
-`labkit.overlap.streams` adds host streams and `run`). A stream has `record()` → event, `query(event)`
-(has the stream reached it?), `elapsed(a, b)` (seconds), `synchronize()`, `clock()` (host seconds) and
-`block(seconds)` (hold the stream, GPU streams only).
+take a *stream*: the one stream interface of labkit (`FakeStream` here, a simulated CUDA stream for
+tests; `CudaEventStream` on a GPU; `labkit.overlap.streams` adds host streams, `run` and `wait(event)`).
+A stream has `record()` → event, `query(event)` (has the stream reached it?), `elapsed(a, b)` (seconds),
+`synchronize()` and `clock()` (host seconds); `time_blocked` also needs `block(seconds)` (hold the stream
+with a spin: CUDA and simulated streams; a host thread cannot be held that way).
 """
 
 from __future__ import annotations
