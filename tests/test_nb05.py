@@ -38,6 +38,7 @@ def test_notebook_runs_in_reference_mode(run_nb):
     _recorded_tables_shown(results)
     _interview_numbers(results)
     _protocols_and_other_collectives(results)
+    _summary_quotes_the_run(results)
 
 
 def _gloo_ring_still_runs_live(results):
@@ -134,3 +135,20 @@ def _protocols_and_other_collectives(results):
     assert results["experiments"]["others"]["ops"] == ["reduce_scatter", "all_gather", "alltoall", "broadcast"]
     assert set(results["experiments"]["exercises"].values()) == {"not attempted"}
     assert len(results["experiments"]["exercises"]) == 8  # 4b crossover (2), spot the error (3), 4c MoE/log (3)
+
+
+def _summary_quotes_the_run(results):
+    """The summary's numbers are the ones the cells above computed (results JSON), as the summary rounds them."""
+    from labkit.allreduce.schedules import tree_ring_crossover_bytes
+
+    nb = nbformat.read(str(find_notebook("05_ring_allreduce_by_hand")), as_version=4)
+    text = " ".join(next(c.source for c in nb.cells if c.source.startswith("## Summary")).split())
+    n = results["numbers"]
+    assert f"≈{5 * round(n['h200_8gpu_ring_busbw_GBps'] / 5)} GB/s on H200" in text
+    assert 470 <= n["h200_8gpu_nvls_busbw_GBps"] <= 480 and "≈470–480 GB/s" in text
+    assert f"takes ≈{n['issue123_LL_8gpu_us']:.0f} µs with LL" in text
+    assert (
+        f"≈{n['issue123_LL_us_per_step']:.2f} µs per ring step plus ≈{n['issue123_LL_fixed_us']:.1f} µs fixed" in text
+    )
+    s_star = tree_ring_crossover_bytes(64, 2e-6, 25e9)
+    assert f"({s_star / 1e6:.0f} MB for 64 ranks at 2 µs and 25 GB/s)" in text

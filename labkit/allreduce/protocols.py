@@ -124,6 +124,7 @@ class SmallMessages:
 
     def numbers(self) -> dict:
         out = {f"issue123_{proto}_us_per_step": per_step for proto, (_, per_step) in self.fits.items()}
+        out |= {f"issue123_{proto}_fixed_us": fixed for proto, (fixed, _) in self.fits.items()}
         return out | {"issue123_LL_8gpu_us": self.ll_8gpu_us}
 
 
