@@ -4,6 +4,7 @@ measurement loop work on the CPU with injected copies, and the GPU paths run whe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import re
 from pathlib import Path
@@ -546,3 +547,53 @@ def test_link_summary_of_a_one_gpu_profile_is_an_empty_table_with_its_columns():
     assert ds.name == "p2p_matrix" and set(ds.frame.src) == set(ds.frame.dst) == {0}
     t = summaries.link_summary(ds)
     assert t.empty and list(t.columns) == ["link", "matrix", "p2p", "pairs", "median", "min", "max", "unit"]
+
+
+class _FakeTorch:
+    """Just what measure._time_queued touches of torch: device/stream contexts and device-wide syncs."""
+
+    class cuda:
+        synced: list = []
+
+        @staticmethod
+        def device(_):
+            return contextlib.nullcontext()
+
+        @staticmethod
+        def stream(_):
+            return contextlib.nullcontext()
+
+        @staticmethod
+        def current_device():
+            return 0
+
+        @staticmethod
+        def device_count():
+            return 2
+
+        @classmethod
+        def synchronize(cls, d):
+            cls.synced.append(d)
+
+
+class _EarlyStream(timing.FakeStream):
+    def query(self, event_t):  # the spin always ends before the queue is full
+        return True
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_latency_timing_goes_through_timing_time_blocked(monkeypatch, early):
+    """The GPU latency path (CudaBackend.time_latency) is timing.time_blocked on the timing stream; its warning
+    becomes the cell's note. The CUDA stream is replaced by a simulated one (no GPU here)."""
+    sim = (_EarlyStream if early else timing.FakeStream)(issue_s=7e-6, gpu_copy_s=2e-6)
+    monkeypatch.setattr(timing, "CudaEventStream", lambda stream: sim)
+    stream = argparse.Namespace(device=argparse.Namespace(index=1))
+    m, notes = measure._time_queued(
+        _FakeTorch, sim.copy, calls=100, repeats=3, nbytes=16, label="latency", stream=stream
+    )
+    assert m.timer == "cuda_event" and m.inner == 100 and m.nbytes == 16 and len(m.samples_s) == 3
+    assert _FakeTorch.cuda.synced[-2:] == [0, 1]  # every device drained afterwards
+    if early:
+        assert len(notes) == 1 and "includes host time" in notes[0]
+    else:
+        assert notes == () and m.median_s == pytest.approx(2e-6, rel=1e-9)
