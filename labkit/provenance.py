@@ -10,6 +10,7 @@ method, source, caveats, quality, bandwidth direction) are filled from it. `prov
 
 from __future__ import annotations
 
+from .reference import write_dataset
 from .system import describe_gpu
 
 
@@ -58,3 +59,9 @@ def measured_meta(
         "provenance": "measured",
         "environment": env,
     }
+
+
+def write_measured(folder, name: str, frame, env: dict, **fields) -> str:
+    """Write a dataset labkit measured on this machine (provenance: `measured_meta(env, **fields)`); returns its name."""
+    write_dataset(folder, name, frame, measured_meta(env, **fields))
+    return name

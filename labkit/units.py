@@ -125,6 +125,11 @@ def pow2_sizes(lo: int | str, hi: int | str, step: int = 1) -> list[int]:
     return [1 << e for e in range(a, b + 1, step)]
 
 
+def chosen_sizes(text: str | None, lo: int | str, hi: int | str, step: int = 1) -> list[int]:
+    """The sizes a `--sizes` flag names, or without one the powers of two lo..hi every `step` doublings."""
+    return parse_sizes(text) if text else pow2_sizes(lo, hi, step)
+
+
 def gbps(nbytes: float, seconds: float) -> float:
     """Bandwidth in GB/s (1e9 B/s) for nbytes moved in seconds."""
     if seconds <= 0:

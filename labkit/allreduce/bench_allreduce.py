@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..provenance import measured_meta
-from ..reference import write_dataset
+from ..provenance import write_measured
 from ..units import parse_sizes, pow2_sizes
 from . import bench_collectives
 from .measure import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, run_allreduce_bench
@@ -160,31 +159,29 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             ]
         )
         name = f"allreduce_{backend}_sweep"
-        write_dataset(
+        write_measured(
             folder,
             name,
             frame,
-            measured_meta(
-                env,
-                kind="allreduce_sweep",
-                title=f"all_reduce on {ranks} local {backend} ranks",
-                bandwidth_direction="unidirectional",
-                gpu_count=ranks if backend == "nccl" else 0,
-                interconnect="loopback TCP between processes (gloo)" if backend == "gloo" else None,
-                method=(
-                    f"labkit.allreduce.measure.run_allreduce_bench: {ranks} ranks, {backend}, float32, in place; "
-                    f"median over {5 if quick else DEFAULT_REPEATS} repetitions of the slowest rank's time, "
-                    "after warm-up and a barrier; busbw = algbw x 2(n-1)/n"
-                ),
-                caveats=(
-                    "busbw is nccl-tests' bus bandwidth (per-rank link traffic), not a spec figure"
-                    + (
-                        "; gloo on one machine: processes exchange data through the kernel's TCP loopback, "
-                        "so this measures memory copies and the CPU, not a network"
-                        if backend == "gloo"
-                        else ""
-                    )
-                ),
+            env,
+            kind="allreduce_sweep",
+            title=f"all_reduce on {ranks} local {backend} ranks",
+            bandwidth_direction="unidirectional",
+            gpu_count=ranks if backend == "nccl" else 0,
+            interconnect="loopback TCP between processes (gloo)" if backend == "gloo" else None,
+            method=(
+                f"labkit.allreduce.measure.run_allreduce_bench: {ranks} ranks, {backend}, float32, in place; "
+                f"median over {5 if quick else DEFAULT_REPEATS} repetitions of the slowest rank's time, "
+                "after warm-up and a barrier; busbw = algbw x 2(n-1)/n"
+            ),
+            caveats=(
+                "busbw is nccl-tests' bus bandwidth (per-rank link traffic), not a spec figure"
+                + (
+                    "; gloo on one machine: processes exchange data through the kernel's TCP loopback, "
+                    "so this measures memory copies and the CPU, not a network"
+                    if backend == "gloo"
+                    else ""
+                )
             ),
         )
         names.append(name)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..provenance import measured_meta
-from ..reference import write_dataset
-from ..units import parse_sizes, pow2_sizes
+from ..provenance import write_measured
+from ..units import chosen_sizes, pow2_sizes
 from .bench_host import records
 from .sweeps import (
     HOST_MAX_BYTES,
@@ -29,11 +28,7 @@ def add_arguments(parser) -> None:
 
 def bench(args):
     """One record per (direction, memory, size); raises CudaUnavailable without a GPU."""
-    sizes = (
-        parse_sizes(args.sizes)
-        if args.sizes
-        else pow2_sizes(SWEEP_MIN_BYTES, QUICK_MAX_BYTES if args.quick else SWEEP_MAX_BYTES, step=2)
-    )
+    sizes = chosen_sizes(args.sizes, SWEEP_MIN_BYTES, QUICK_MAX_BYTES if args.quick else SWEEP_MAX_BYTES, step=2)
     for d in args.direction.split(","):
         for mem in args.memory.split(","):
             sweep = gpu_copy_sweep(
@@ -49,18 +44,16 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     names = []
     host_max = HOST_QUICK_MAX_BYTES if quick else HOST_MAX_BYTES
     host = host_copy_sweep(pow2_sizes(HOST_MIN_BYTES, host_max), progress=True)
-    write_dataset(
+    write_measured(
         folder,
         "host_copy_sweep",
         host.to_frame(),
-        measured_meta(
-            env,
-            kind="copy_sweep",
-            title="host memory copy (numpy copyto)",
-            bandwidth_direction="unidirectional",
-            method="labkit.copies.sweeps.host_copy_sweep: numpy.copyto timed on the host, median of 10 samples",
-            caveats="host memory, not PCIe: copies between two buffers of this machine's RAM/caches",
-        ),
+        env,
+        kind="copy_sweep",
+        title="host memory copy (numpy copyto)",
+        bandwidth_direction="unidirectional",
+        method="labkit.copies.sweeps.host_copy_sweep: numpy.copyto timed on the host, median of 10 samples",
+        caveats="host memory, not PCIe: copies between two buffers of this machine's RAM/caches",
     )
     names.append("host_copy_sweep")
     if env.get("cuda_available"):
@@ -73,23 +66,21 @@ def record(folder, quick: bool, env: dict) -> list[str]:
                 skipped += list(s.skipped)
         d2d = gpu_copy_sweep(sizes, "d2d", "pinned", progress=True)
         frames.append(d2d.to_frame())
-        write_dataset(
+        write_measured(
             folder,
             "gpu_copy_sweep",
             pd.concat(frames, ignore_index=True),
-            measured_meta(
-                env,
-                kind="copy_sweep",
-                title="H2D/D2H/D2D copy sweep",
-                bandwidth_direction="unidirectional",
-                method=(
-                    "labkit.copies.sweeps.gpu_copy_sweep: pinned and D2D = batches of copy_(non_blocking=True) between "
-                    "CUDA events on one stream; pageable = host-timed synchronous copies; median of 10 samples"
-                ),
-                caveats="; ".join(
-                    ["D2D bandwidth counts bytes copied once (read + write traffic is twice that)"]
-                    + ([f"skipped: {', '.join(skipped)}"] if skipped else [])
-                ),
+            env,
+            kind="copy_sweep",
+            title="H2D/D2H/D2D copy sweep",
+            bandwidth_direction="unidirectional",
+            method=(
+                "labkit.copies.sweeps.gpu_copy_sweep: pinned and D2D = batches of copy_(non_blocking=True) between "
+                "CUDA events on one stream; pageable = host-timed synchronous copies; median of 10 samples"
+            ),
+            caveats="; ".join(
+                ["D2D bandwidth counts bytes copied once (read + write traffic is twice that)"]
+                + ([f"skipped: {', '.join(skipped)}"] if skipped else [])
             ),
         )
         names.append("gpu_copy_sweep")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..provenance import measured_meta
-from ..reference import write_dataset
+from ..provenance import write_measured
 from ..runtime import require_cuda
 from ..units import parse_size
 from .fidelity import DEFAULT_NBYTES, RAW_INNER, RAW_REPEATS, check, to_frame
@@ -26,24 +25,22 @@ def record(folder, quick: bool, env: dict) -> list[str]:
     if not env.get("cuda_available"):
         return []
     results = check(DEFAULT_NBYTES)
-    write_dataset(
+    write_measured(
         folder,
         "fidelity_points",
         to_frame(results),
-        measured_meta(
-            env,
-            kind="point",
-            title="fidelity: labkit vs raw CUDA-runtime pinned copies",
-            bandwidth_direction="mixed",
-            method=(
-                "labkit.copies.fidelity.check: labkit.copies.sweeps.gpu_copy_sweep (median of 10 samples) and "
-                f"labkit.copies.fidelity.raw_copy ({RAW_REPEATS} samples of {RAW_INNER} cudaMemcpyAsync between "
-                "cudaEvents on one stream), one process"
-            ),
-            caveats=(
-                "ratio = labkit / raw; the link limit is computed from the PCIe spec for the link NVML reports, "
-                "not measured"
-            ),
+        env,
+        kind="point",
+        title="fidelity: labkit vs raw CUDA-runtime pinned copies",
+        bandwidth_direction="mixed",
+        method=(
+            "labkit.copies.fidelity.check: labkit.copies.sweeps.gpu_copy_sweep (median of 10 samples) and "
+            f"labkit.copies.fidelity.raw_copy ({RAW_REPEATS} samples of {RAW_INNER} cudaMemcpyAsync between "
+            "cudaEvents on one stream), one process"
+        ),
+        caveats=(
+            "ratio = labkit / raw; the link limit is computed from the PCIe spec for the link NVML reports, "
+            "not measured"
         ),
     )
     return ["fidelity_points"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..units import format_bytes, parse_sizes, pow2_sizes
+from ..units import chosen_sizes, format_bytes
 from .sweeps import HOST_MAX_BYTES, HOST_MIN_BYTES, HOST_QUICK_MAX_BYTES, host_copy_sweep
 
 
@@ -16,11 +16,7 @@ def add_arguments(parser) -> None:
 
 def bench(args):
     """One record per size: median time, IQR, bandwidth (unidirectional) and the raw samples."""
-    sizes = (
-        parse_sizes(args.sizes)
-        if args.sizes
-        else pow2_sizes(HOST_MIN_BYTES, HOST_QUICK_MAX_BYTES if args.quick else HOST_MAX_BYTES, step=2)
-    )
+    sizes = chosen_sizes(args.sizes, HOST_MIN_BYTES, HOST_QUICK_MAX_BYTES if args.quick else HOST_MAX_BYTES, step=2)
     sweep = host_copy_sweep(sizes, repeats=args.repeats, progress=not args.json)
     yield from records(sweep, "host")
 

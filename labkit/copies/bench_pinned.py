@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..provenance import measured_meta
+from ..provenance import write_measured
 from ..reference import write_dataset
 from ..runtime import require_cuda
-from ..units import format_bytes, parse_sizes, pow2_sizes
+from ..units import chosen_sizes, format_bytes, pow2_sizes
 from .dataloader import (
     BATCH_SIZE,
     LOADER_BATCHES,
@@ -46,11 +46,7 @@ def bench(args):
     if unknown:
         raise ValueError(f"unknown --what {sorted(unknown)}; choose from {', '.join(WHATS)}")
     require_cuda("labkit bench pinned", hint=NO_GPU_HINT)
-    sizes = (
-        parse_sizes(args.sizes)
-        if args.sizes
-        else pow2_sizes(PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if args.quick else PIN_MAX_BYTES, step=2)
-    )
+    sizes = chosen_sizes(args.sizes, PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if args.quick else PIN_MAX_BYTES, step=2)
     base = {"experiment": "pinned"}
     if "sweep" in whats:
         for direction in ("h2d", "d2h"):
@@ -123,22 +119,20 @@ def _record_pin_cost(folder, quick: bool, env: dict) -> None:
 
     sizes = pow2_sizes(PIN_MIN_BYTES, PIN_QUICK_MAX_BYTES if quick else PIN_MAX_BYTES, step=2)
     rows = [r for c in measure_pin_cost(sizes) for r in c.to_rows()]
-    write_dataset(
+    write_measured(
         folder,
         "pin_cost",
         pd.DataFrame(rows),
-        measured_meta(
-            env,
-            kind="point",
-            title="cost of pin_memory() vs the H2D time it saves",
-            bandwidth_direction="none",
-            method=(
-                "labkit.copies.pin_cost.measure_pin_cost: tensor.pin_memory() host-timed (cold: torch pinned cache emptied "
-                "before each sample; warm: cache reused); H2D copies by labkit.copies.sweeps.gpu_copy_sweep; median of "
-                f"{PIN_REPEATS} samples"
-            ),
-            caveats="times in seconds per call (value column, unit s); samples_s keeps the raw samples",
+        env,
+        kind="point",
+        title="cost of pin_memory() vs the H2D time it saves",
+        bandwidth_direction="none",
+        method=(
+            "labkit.copies.pin_cost.measure_pin_cost: tensor.pin_memory() host-timed (cold: torch pinned cache emptied "
+            "before each sample; warm: cache reused); H2D copies by labkit.copies.sweeps.gpu_copy_sweep; median of "
+            f"{PIN_REPEATS} samples"
         ),
+        caveats="times in seconds per call (value column, unit s); samples_s keeps the raw samples",
     )
 
 
@@ -147,7 +141,7 @@ def _record_dataloader(folder, quick: bool, env: dict) -> None:
     import pandas as pd
 
     loader = [measure_dataloader(pm, batches=QUICK_LOADER_BATCHES if quick else LOADER_BATCHES) for pm in (False, True)]
-    write_dataset(
+    write_measured(
         folder,
         "dataloader_throughput",
         pd.DataFrame(
@@ -166,17 +160,15 @@ def _record_dataloader(folder, quick: bool, env: dict) -> None:
                 for r in loader
             ]
         ),
-        measured_meta(
-            env,
-            kind="point",
-            title="DataLoader pin_memory=True vs False, synthetic images",
-            bandwidth_direction="unidirectional",
-            method=(
-                f"labkit.copies.dataloader.measure_dataloader: {BATCH_SIZE} x {SAMPLE_SHAPE} uint8 per batch, "
-                f"{LOADER_WORKERS} workers, one untimed pass, then a host-timed pass ending in one synchronize"
-            ),
-            caveats="in-memory synthetic data: no decoding or disk, so the copy path dominates",
+        env,
+        kind="point",
+        title="DataLoader pin_memory=True vs False, synthetic images",
+        bandwidth_direction="unidirectional",
+        method=(
+            f"labkit.copies.dataloader.measure_dataloader: {BATCH_SIZE} x {SAMPLE_SHAPE} uint8 per batch, "
+            f"{LOADER_WORKERS} workers, one untimed pass, then a host-timed pass ending in one synchronize"
         ),
+        caveats="in-memory synthetic data: no decoding or disk, so the copy path dominates",
     )
     stages = measure_stages(batches=QUICK_LOADER_BATCHES if quick else LOADER_BATCHES)
     write_dataset(
@@ -192,7 +184,7 @@ def _record_pitfall(folder, env: dict) -> None:
     import pandas as pd
 
     r = nonblocking_pitfall_gpu()
-    write_dataset(
+    write_measured(
         folder,
         "nonblocking_pitfall",
         pd.DataFrame(
@@ -213,11 +205,9 @@ def _record_pitfall(folder, env: dict) -> None:
                 },
             ]
         ),
-        measured_meta(
-            env,
-            kind="point",
-            title="non_blocking D2H read before vs after synchronize",
-            bandwidth_direction="none",
-            method="labkit.copies.pitfall.nonblocking_pitfall_gpu: torch.cuda._sleep, then copy_(non_blocking=True) into pinned memory",
-        ),
+        env,
+        kind="point",
+        title="non_blocking D2H read before vs after synchronize",
+        bandwidth_direction="none",
+        method="labkit.copies.pitfall.nonblocking_pitfall_gpu: torch.cuda._sleep, then copy_(non_blocking=True) into pinned memory",
     )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..provenance import measured_meta
-from ..reference import write_dataset
+from ..provenance import write_measured
 from ..units import format_bytes, parse_sizes
 from . import ladder
 
@@ -65,18 +64,16 @@ def record(folder, quick: bool, env: dict) -> list[str]:
         title = {"host_memory": "ladder: host memory copy (caches, then DRAM)"}.get(
             s.level, f"ladder: {ladder.LEVEL_NAMES[s.level]}"
         )
-        write_dataset(
+        write_measured(
             folder,
             name,
             frame,
-            measured_meta(
-                env,
-                kind="copy_sweep",
-                title=title,
-                method=s.method,
-                bandwidth_direction="unidirectional",
-                caveats="one-way copy rate, bytes counted once",
-            ),
+            env,
+            kind="copy_sweep",
+            title=title,
+            method=s.method,
+            bandwidth_direction="unidirectional",
+            caveats="one-way copy rate, bytes counted once",
         )
         names.append(name)
     proc = ladder.measure_processes(sizes)
@@ -89,19 +86,17 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             "nbytes": list(proc.nbytes),
         }
     )
-    write_dataset(
+    write_measured(
         folder,
         "ladder_processes",
         frame,
-        measured_meta(
-            env,
-            kind="point",
-            title="ladder: between processes (gloo sendrecv, 2 ranks)",
-            method=proc.method,
-            bandwidth_direction="unidirectional",
-            interconnect="loopback (one host)",
-            caveats="a sweep stored as points (one row per size, column nbytes): no sweep kind fits a sendrecv",
-        ),
+        env,
+        kind="point",
+        title="ladder: between processes (gloo sendrecv, 2 ranks)",
+        method=proc.method,
+        bandwidth_direction="unidirectional",
+        interconnect="loopback (one host)",
+        caveats="a sweep stored as points (one row per size, column nbytes): no sweep kind fits a sendrecv",
     )
     names.append("ladder_processes")
     return names

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..provenance import measured_meta
+from ..provenance import measured_meta, write_measured
 from ..reference import write_dataset
 from ..runtime import gpu_count, require_cuda
 from ..system import cpu_model
@@ -145,22 +145,20 @@ def record(folder, quick: bool, env: dict) -> list[str]:
             repeats=QUICK_REPEATS if quick else DEFAULT_REPEATS,
             loader_batches=QUICK_LOADER_BATCHES if quick else LOADER_BATCHES,
         )
-        write_dataset(
+        write_measured(
             folder,
             "gpu_overlap_run",
             frame,
-            measured_meta(
-                env,
-                kind="overlap_run",
-                title="copy/compute overlap and full duplex on CUDA streams",
-                bandwidth_direction="none",
-                method=(
-                    "labkit.overlap.measure.measure_gpu_overlap: H2D copy_(non_blocking=True) on a side stream, "
-                    f"{GPU_MATRIX}x{GPU_MATRIX} float32 matmuls on the current stream; pinned and pageable sources; "
-                    "H2D + D2H on two streams (full duplex); serial vs double-buffered loader; CUDA event timestamps"
-                ),
-                caveats="times are CUDA event timestamps relative to an origin event on the compute stream",
+            env,
+            kind="overlap_run",
+            title="copy/compute overlap and full duplex on CUDA streams",
+            bandwidth_direction="none",
+            method=(
+                "labkit.overlap.measure.measure_gpu_overlap: H2D copy_(non_blocking=True) on a side stream, "
+                f"{GPU_MATRIX}x{GPU_MATRIX} float32 matmuls on the current stream; pinned and pageable sources; "
+                "H2D + D2H on two streams (full duplex); serial vs double-buffered loader; CUDA event timestamps"
             ),
+            caveats="times are CUDA event timestamps relative to an origin event on the compute stream",
         )
         names.append("gpu_overlap_run")
     return names
