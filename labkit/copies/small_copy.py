@@ -49,9 +49,8 @@ class SmallCopyTiming:
     issue_s: tuple[float, ...]  # host enqueue time per call, taken while the stream is blocked
     pipelined_s: tuple[float, ...]  # per copy without a blocker (labkit's sweep, bandwidthTest's loop)
     retries: int  # samples redone because the blocker ended before the enqueue did
-    released_early: int = (
-        0  # samples kept although the blocker still ended early (upper bounds; see timing.time_blocked)
-    )
+    # samples kept although the blocker still ended early: upper bounds (timing.time_blocked's retry rule)
+    released_early: int = 0
 
     @property
     def gpu_median_s(self) -> float:
