@@ -57,6 +57,7 @@ def test_nb06_reference_mode(run_nb):
     # replaces the old model's "80 plateau points within ±30%"); NCCL's default at 2 nodes (NVLSTree) loses little
     assert n["healthy_runs_within_10pct"] == n["healthy_multi_node_runs"] >= 9
     assert 1.0 <= n["model_h100_cliff_nccl_pick"] < n["model_h100_cliff_healthy_ring"]
+    _summary_quotes_the_run(n)
     # the healthy-cluster table: five recorded systems predicted at 1, 2 and 8 nodes (and 4 where recorded)
     assert r["experiments"]["healthy_cluster"]["systems"] == 5 and r["experiments"]["healthy_cluster"]["rows"] >= 15
     assert n["tp16_comm_flat_s"] > n["tp8_comm_s"]
@@ -86,3 +87,18 @@ def test_nb06_reference_mode(run_nb):
     assert iv["recorded_nvlink_over_nic"] == pytest.approx(n["recorded_nvlink_over_network"])
     assert 1 < iv["recorded_nvlink_over_nic"] < iv["spec_nvlink_over_nic"] * 1.2
     assert r["_seconds"] < 120
+
+
+def _summary_quotes_the_run(n):
+    """The summary's cliff ('×1.2–1.3 with a ring', 'less with NVLSTree', 'not ×3') is this run's (results JSON)."""
+    import nbformat
+
+    from labkit.tools.notebooks import find_notebook
+
+    nb = nbformat.read(str(find_notebook("06_hierarchy_cliff")), as_version=4)
+    md = " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+    text = md[md.index("## Summary") :]
+    assert "loses ×1.2–1.3 leaving it with a ring" in text and 1.2 <= n["model_h100_cliff_healthy_ring"] <= 1.3
+    assert "less with NCCL's two-node NVLSTree" in text
+    assert n["model_h100_cliff_nccl_pick"] < n["model_h100_cliff_healthy_ring"]
+    assert f"not ×{n['recorded_h100_cliff_1_to_2_nodes']:.0f}" in text
