@@ -81,9 +81,12 @@ def test_no_code_cell_branches_on_the_mode(path):
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
 def test_every_figure_is_checked_the_same_way(path):
-    """Figures go through session.figure (the results' figures_labelled check), widgets' through on_figure."""
+    """Figures go through session.figure (the results' figures_labelled check) — directly, or through
+    session.present(result), which hands a result's figure() to it — and widgets' through on_figure."""
     code = "\n".join("".join(c["source"]) for c in _code_cells(path))
-    assert "session.figure(" in code, f"{path.name}: no figure goes through session.figure"
+    assert "session.figure(" in code or "session.present(" in code, (
+        f"{path.name}: no figure goes through session.figure"
+    )
     assert "figure_problems(" not in code, f"{path.name}: checks figures its own way (use session.figure)"
     calls = code.count("widgets.interactive(")
     assert code.count("on_figure=session.figure") == calls, f"{path.name}: a widget's figures are not checked"
