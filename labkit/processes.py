@@ -46,17 +46,20 @@ def take_report(conn, rank: int, st: Reports, open_conns: list) -> None:
         st.failures[rank] = value  # (when, error, traceback)
 
 
-def shutdown(procs, let_exit_s: float = 0.0) -> None:
-    """Let ranks exit on their own for `let_exit_s` (after success), then terminate, kill and join the rest."""
-    end = time.monotonic() + let_exit_s
+def _join_within(procs, seconds: float) -> None:
+    """Join every process, all of them together waiting `seconds` at most."""
+    end = time.monotonic() + seconds
     for p in procs:
         p.join(max(0.0, end - time.monotonic()))
+
+
+def shutdown(procs, let_exit_s: float = 0.0) -> None:
+    """Let ranks exit on their own for `let_exit_s` (after success), then terminate, kill and join the rest."""
+    _join_within(procs, let_exit_s)
     for p in procs:
         if p.is_alive():
             p.terminate()
-    end = time.monotonic() + TERMINATE_GRACE_S
-    for p in procs:
-        p.join(max(0.0, end - time.monotonic()))
+    _join_within(procs, TERMINATE_GRACE_S)
     for p in procs:
         if p.is_alive():
             p.kill()

@@ -62,22 +62,22 @@ class RingTrace:
     def result(self) -> tuple[np.ndarray, ...]:
         return self.states[-1].buffers
 
-    @property
-    def bytes_sent(self) -> list[int]:
-        """Bytes each rank sent over the whole all-reduce."""
+    def _bytes_by(self, end: str) -> list[int]:
+        """Bytes per rank over the whole all-reduce, each transfer counted at its `end` ("src" or "dst")."""
         out = [0] * self.world_size
         for step in self.transfers:
             for t in step:
-                out[t.src] += t.nbytes
+                out[getattr(t, end)] += t.nbytes
         return out
 
     @property
+    def bytes_sent(self) -> list[int]:
+        """Bytes each rank sent over the whole all-reduce."""
+        return self._bytes_by("src")
+
+    @property
     def bytes_received(self) -> list[int]:
-        out = [0] * self.world_size
-        for step in self.transfers:
-            for t in step:
-                out[t.dst] += t.nbytes
-        return out
+        return self._bytes_by("dst")
 
     def to_frame(self):
         """One row per transfer: step (1-based, overall), phase, phase_step, src, dst, chunk, elements, nbytes."""
