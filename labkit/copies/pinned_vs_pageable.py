@@ -92,6 +92,14 @@ def largest_size_ratios(ratios):
     return ratios.loc[idx].sort_values("ratio").reset_index(drop=True)
 
 
+def _series(ax, x, y, name: str, *, color, lone: dict, **line_kw) -> None:
+    """One source's series: a line through its sizes, or a lone marker (styled by `lone`) where it gives one size."""
+    if len(x) == 1:
+        ax.plot(x, y, ms=7, ls="none", color=color, label=name, **lone)
+    else:
+        line(ax, x, y, name, color=color, **line_kw)
+
+
 def draw_ratios(ax, ratios, *, folklore: float | None = 2.0):
     """Pinned/pageable ratio vs size, every recorded system; single-size sources as markers.
 
@@ -101,29 +109,17 @@ def draw_ratios(ax, ratios, *, folklore: float | None = 2.0):
     for (label, direction, run), g in ratios.groupby(["label", "direction", "run"], sort=False):
         g = g.sort_values("nbytes")
         name = f"{label} — {direction.upper()}" + (f" ({run})" if run else "")
-        if len(g) == 1:
-            ax.plot(
-                g["nbytes"],
-                g["ratio"],
-                marker="D" if direction == "h2d" else "v",
-                ms=7,
-                ls="none",
-                mfc="none",
-                mew=1.5,
-                color=colors[label],
-                label=name,
-            )
-        else:
-            line(
-                ax,
-                g["nbytes"],
-                g["ratio"],
-                name,
-                how=RECORDED if not label.startswith("measured") else "measured",
-                color=colors[label],
-                ls="-" if direction == "h2d" else "--",
-                marker="s" if run == sorted(set(ratios[ratios["label"] == label]["run"]))[0] else "o",
-            )
+        _series(
+            ax,
+            g["nbytes"],
+            g["ratio"],
+            name,
+            color=colors[label],
+            lone={"marker": "D" if direction == "h2d" else "v", "mfc": "none", "mew": 1.5},
+            how=RECORDED if not label.startswith("measured") else "measured",
+            ls="-" if direction == "h2d" else "--",
+            marker="s" if run == sorted(set(ratios[ratios["label"] == label]["run"]))[0] else "o",
+        )
     ax.axhline(1.0, color="0.6", lw=0.8)
     if folklore:
         ax.axhline(
@@ -206,26 +202,16 @@ def draw_sweeps(ax, datasets, direction: str, *, measured=()):
         for memory, g in f.groupby("memory"):
             g = g.sort_values("nbytes")
             name = f"recorded: {ds.meta['title']} — {memory}"
-            if len(g) == 1:
-                ax.plot(
-                    g["nbytes"],
-                    g["bandwidth_GBps"],
-                    marker="D" if memory == "pinned" else "X",
-                    ms=7,
-                    ls="none",
-                    color=color,
-                    label=name,
-                )
-            else:
-                line(
-                    ax,
-                    g["nbytes"],
-                    g["bandwidth_GBps"],
-                    name,
-                    how=RECORDED,
-                    color=color,
-                    ls="-" if memory == "pinned" else "--",
-                )
+            _series(
+                ax,
+                g["nbytes"],
+                g["bandwidth_GBps"],
+                name,
+                color=color,
+                lone={"marker": "D" if memory == "pinned" else "X"},
+                how=RECORDED,
+                ls="-" if memory == "pinned" else "--",
+            )
     for s in measured:
         if s.direction == direction:
             line(
