@@ -275,7 +275,10 @@ def precise_rows(ds: Dataset, column: str = "bandwidth_GBps"):
     """
     import pandas as pd
 
-    raw = pd.read_csv(ds.path, dtype=str)[column].fillna("")
+    if Path(ds.path).suffix == ".csv":
+        raw = pd.read_csv(ds.path, dtype=str)[column].fillna("")
+    else:  # a tool log given as reference=: its values as parsed (the log's text is not a CSV)
+        raw = ds.frame[column].map(lambda v: "" if pd.isna(v) else repr(float(v)))
     f = ds.frame[raw.map(significant_digits).to_numpy() >= MIN_SIGNIFICANT_DIGITS]
     return f[f[column] > 0]
 

@@ -226,3 +226,22 @@ def test_select_falls_back_to_the_shipped_datasets_and_says_why():
     # a name that is nothing at all is still an error, as with resolve_reference
     with pytest.raises(DatasetError, match="no dataset named"):
         reference.select("no_such_dataset", "allreduce_sweep")
+
+
+def test_a_tool_log_given_as_reference_is_drawn_like_a_dataset():
+    """nb01 given a bandwidthTest log as reference= used to stop on a ParserError: the printed-digits filter read the
+    log's text as a CSV. The log's copy sweeps now pass through it like a shipped CSV's."""
+    from pathlib import Path
+
+    from labkit.copies import curves as lc
+
+    log = (
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "raw"
+        / "bandwidthTest_shmoo_pinned__V100PCIe32GB__superbench_fixture.txt"
+    )
+    datasets, note = reference.select(str(log), "copy_sweep", usable=lc.has_fittable_curve, needs=lc.FITTABLE)
+    assert datasets and datasets[0].meta.get("your_log") and note is None
+    rows = reference.precise_rows(datasets[0])
+    assert len(rows) > 0 and (rows["bandwidth_GBps"] > 0).all()
