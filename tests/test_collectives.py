@@ -170,6 +170,14 @@ def test_busbw_definitions():
         busbw("scan", 1, 1, 2)
 
 
+def test_the_collective_lists_are_subsets_of_the_nccl_tests_one():
+    """One list of names (labkit.logs.nccl_tests.OPS, the <op>_perf binaries); the others are its subsets."""
+    from labkit import cluster, collectives, logs
+
+    assert set(collectives.OPS) <= set(logs.nccl_tests.OPS)
+    assert set(cluster.OPS) <= set(collectives.OPS)
+
+
 #: Published tables whose own numbers disagree with nccl-tests' busbw = algbw × 2(n−1)/n for the
 #: rank count printed beside them — quirks of the source, kept as printed (data/README.md). The test
 #: checks they still disagree, so this list cannot go stale.
