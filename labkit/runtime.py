@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import json
 from pathlib import Path
 from typing import Callable
@@ -194,6 +195,21 @@ class Shown:
     @property
     def fell_back(self) -> bool:
         return self.obtained == FELL_BACK
+
+
+class DatasetsTable:
+    """A section that is one table made from the shipped datasets (for `Session.present`): `make()` builds it, once,
+    as `table`; its `dataset` column names the datasets it shows."""
+
+    make: Callable
+
+    @functools.cached_property
+    def table(self):
+        return self.make()
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return tuple(self.table["dataset"].unique())
 
 
 Getter = Callable[[], "Found | None"]

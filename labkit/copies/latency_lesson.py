@@ -9,6 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from .. import models
+from ..runtime import DatasetsTable
 from ..units import format_bytes, pow2_sizes
 from . import curves as lc
 from . import directions, link_health
@@ -297,22 +298,15 @@ class Explore:
 
 
 @dataclass(frozen=True)
-class Claim:
+class Claim(DatasetsTable):
     """Check the claim "H2D is faster than D2H" on every shipped copy sweep (directions.h2d_vs_d2h)."""
 
     experiment = "h2d_vs_d2h"
-
-    @cached_property
-    def table(self):
-        return directions.h2d_vs_d2h()
+    make = staticmethod(directions.h2d_vs_d2h)
 
     @cached_property
     def summary(self) -> dict:
         return directions.summary(self.table)
-
-    @property
-    def datasets(self):
-        return tuple(self.table["dataset"])
 
     def report(self):
         return self.table[["system", "nbytes", "h2d_GBps", "d2h_GBps", "d2h_over_h2d", "claim_holds"]]
@@ -325,18 +319,11 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class OtherDirections:
+class OtherDirections(DatasetsTable):
     """The other shipped measurements with both directions: D2H ≥ H2D is no law either."""
 
     experiment = "h2d_vs_d2h_others"
-
-    @cached_property
-    def table(self):
-        return directions.others()
-
-    @property
-    def datasets(self):
-        return tuple(self.table["dataset"].unique())
+    make = staticmethod(directions.others)
 
     def report(self):
         return self.table[["system", "h2d_GBps", "d2h_GBps", "d2h_over_h2d"]].round(3)

@@ -8,6 +8,7 @@ from functools import cached_property
 
 from .. import plots
 from .. import reference as ref
+from ..runtime import DatasetsTable
 from ..units import format_bytes, format_time
 from . import dataloader, host_memory, numa, pin_cost, placement
 from . import pinned_vs_pageable as pvp
@@ -337,18 +338,11 @@ class HostMemoryKinds:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(DatasetsTable):
     """Recorded NUMA and shared-root-complex effects on host DMA: each case against the best placement."""
 
     experiment = "host_placement"
-
-    @cached_property
-    def table(self):
-        return placement.host_placement_table()
-
-    @property
-    def datasets(self):
-        return tuple(self.table["dataset"].unique())
+    make = staticmethod(placement.host_placement_table)
 
     def report(self):
         return self.table.drop(columns="dataset").round(3)
