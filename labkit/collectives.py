@@ -13,17 +13,21 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-#: The bus factor of each collective labkit times or models, as a function of the rank count n: the one
-#: definition (nccl-tests src/*.cu `<Op>GetBw`, doc/PERFORMANCE.md). The names are labkit.logs.nccl_tests.OPS's.
-BUS_FACTORS: dict[str, Callable[[int], float]] = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "sendrecv": lambda n: 1.0,
+#: The bus factor of each collective labkit times or models, as nccl-tests writes it and as a function of the rank
+#: count n: the one definition (nccl-tests src/*.cu `<Op>GetBw`, doc/PERFORMANCE.md). The names are
+#: labkit.logs.nccl_tests.OPS's.
+_BUS_FACTORS: dict[str, tuple[str, Callable[[int], float]]] = {
+    "all_reduce": ("2(n−1)/n", lambda n: 2 * (n - 1) / n),
+    "all_gather": ("(n−1)/n", lambda n: (n - 1) / n),
+    "reduce_scatter": ("(n−1)/n", lambda n: (n - 1) / n),
+    "alltoall": ("(n−1)/n", lambda n: (n - 1) / n),
+    "broadcast": ("1", lambda n: 1.0),
+    "reduce": ("1", lambda n: 1.0),
+    "sendrecv": ("1", lambda n: 1.0),
 }
+BUS_FACTORS: dict[str, Callable[[int], float]] = {op: at for op, (_, at) in _BUS_FACTORS.items()}
+#: The same factors in words, for messages ("busbw = algbw × 2(n−1)/n").
+BUS_FACTOR_WORDS: dict[str, str] = {op: words for op, (words, _) in _BUS_FACTORS.items()}
 #: The collectives labkit has a bus factor for: a subset of the nccl-tests binaries' (labkit.logs.nccl_tests.OPS).
 OPS = tuple(BUS_FACTORS)
 

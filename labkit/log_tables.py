@@ -37,10 +37,6 @@ CLI, NOTEBOOK = "cli", "notebook"
 _FORMAT_CHOICES = "|".join(_logs.FORMATS)
 
 
-#: The bus factors in words, for messages (the numbers come from labkit.collectives.bus_factor).
-_FACTOR_WORDS = {"all_reduce": "2(n−1)/n", "all_gather": "(n−1)/n", "reduce_scatter": "(n−1)/n", "alltoall": "(n−1)/n"}
-
-
 def _op_flag() -> str:
     return "--op " + "|".join(COLLECTIVE_OPS)
 
@@ -136,7 +132,7 @@ def _settle_nccl(part, op, file_op, assume_op, cols: dict, path: Path, asker: st
         ):
             raise DatasetError(
                 f"{where}: --fill world_size={given} contradicts the numbers: {rc.describe()} "
-                f"(nccl-tests prints busbw = algbw × {_FACTOR_WORDS.get(op_now, 'its bus factor')}); "
+                f"(nccl-tests prints busbw = algbw × {collectives.BUS_FACTOR_WORDS.get(op_now, 'its bus factor')}); "
                 "leave --fill world_size out"
             )
         part = part.filled(world_size=given)  # refuses a value the Rank lines contradict
