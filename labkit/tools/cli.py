@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from .. import __version__
+from .. import __version__, logs
 from ..units import MAX_MODELLED_BYTES
 from . import benches, flags
 from .benches import BENCHES
@@ -85,7 +85,7 @@ def _add_ref(sub) -> None:
     r.add_argument(
         "--format",
         default="auto",
-        choices=["auto", "nccl-tests", "nvbandwidth", "bandwidthtest", "p2pbandwidthlatencytest"],
+        choices=["auto", *logs.FORMATS],
         help="with import-log: the tool that wrote the log (default: recognised from its text)",
     )
     r.add_argument("--out", help="with import-log: folder to write into (default: the per-user data folder)")
