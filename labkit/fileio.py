@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -81,3 +82,24 @@ def temporary_folder(dest: str | os.PathLike) -> Path:
         raise _named(e, dest) from None
     os.chmod(tmp, folder_mode())
     return tmp
+
+
+def replace_folder(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """Rename the complete folder `tmp` (from `temporary_folder`) onto `dest`, an existing `dest` included.
+
+    A folder cannot be renamed over a non-empty one, so an existing `dest` is first renamed aside and removed only
+    once `tmp` is in place (put back if that fails): `dest` is never half written, only absent for the instant
+    between the two renames.
+    """
+    tmp, dest = Path(tmp), Path(dest)
+    if not dest.exists():
+        os.replace(tmp, dest)
+        return
+    backup = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    os.replace(dest, backup)
+    try:
+        os.replace(tmp, dest)
+    except BaseException:
+        os.replace(backup, dest)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)

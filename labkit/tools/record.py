@@ -18,7 +18,7 @@ import signal
 import threading
 from pathlib import Path
 
-from ..fileio import atomic_write_text, temporary_folder
+from ..fileio import atomic_write_text, replace_folder, temporary_folder
 from ..reference import PROFILE_FILE, data_dir
 from ..schema import SCHEMA_VERSION
 from ..system import environment
@@ -76,7 +76,7 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
                 "environment": env,
             }
             atomic_write_text(tmp / PROFILE_FILE, json.dumps(info, indent=2, default=str) + "\n")
-            _swap_into_place(tmp, out)
+            replace_folder(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -158,20 +158,6 @@ class _InterruptGate:
         held, self.held = list(dict.fromkeys(self.held)), []
         for signum in held:
             signal.raise_signal(signum)  # the old handler acts now (KeyboardInterrupt, or the end)
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    backup = out.with_name(f".{out.name}.old-{os.getpid()}")
-    os.replace(out, backup)
-    try:
-        os.replace(tmp, out)
-    except BaseException:
-        os.replace(backup, out)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)
 
 
 def _main_thread() -> bool:
