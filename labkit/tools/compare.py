@@ -22,8 +22,10 @@ series, compare_groups summarises one group, compare_figures draws them.
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
+from ..fileio import atomic_write_bytes
 from ..schema import Dataset
 from .compare_figures import plot_kind
 from .compare_groups import PLATEAU_SIZES, Group, compare_group
@@ -237,7 +239,9 @@ def save_figures(result: Comparison, path) -> list[Path]:
     written = []
     for kind, fig in figs.items():
         out = path if len(figs) == 1 else path.with_name(f"{path.stem}_{kind}{path.suffix or '.png'}")
-        fig.savefig(out, dpi=110, bbox_inches="tight")
+        buf = io.BytesIO()
+        fig.savefig(buf, format=out.suffix[1:] or "png", dpi=110, bbox_inches="tight")
         plt.close(fig)
+        atomic_write_bytes(out, buf.getvalue())  # labkit.fileio: a reader never sees half a figure
         written.append(out)
     return written
