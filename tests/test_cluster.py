@@ -139,6 +139,27 @@ def test_unknown_preset_names_the_closest_and_predict_refuses_bad_layouts():
         cluster.predict(s, 1, GiB, op="alltoall")
 
 
+def test_presets_table_is_read_from_its_csv_and_a_bad_row_names_the_file_and_line():
+    from labkit.cluster import presets
+
+    good = "key,gpus_per_node,gpu,nics_per_node,nic_GBps_per_direction,features,name,source\n"
+    row = "x,8,H100,8,50.0,nvls,a node,a citation\n"
+    assert presets._load(good + row)["x"] == cluster.system_from_facts(
+        gpus_per_node=8, gpu="H100", nics_per_node=8, nic_GBps=50.0, nvls=True, name="a node", source="a citation"
+    )
+    assert all(s.source for s in cluster.PRESETS.values()) and len(cluster.PRESETS) >= 15
+    for bad, match in [
+        (good + row + row, "presets.csv line 3: system 'x' appears twice"),
+        (good + "x,8,H100,8,50.0,nvls,a node,\n", "line 2: source is empty"),
+        (good + "x,8,H100,8,50.0,nvlink,a node,cite\n", r"unknown features \['nvlink'\]"),
+        (good + "x,eight,H100,8,50.0,nvls,a node,cite\n", "line 2: .*whole numbers"),
+        (good + "x,8,H100,8,50.0,nvls\n", "line 2: expected 8 fields"),
+        (row, "header"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            presets._load(bad)
+
+
 # --------------------------------------------------------------------------- validation against data/
 def test_healthy_multi_node_runs_are_within_10pct_and_the_misconfigured_far_below():
     v = validation()

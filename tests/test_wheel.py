@@ -25,6 +25,7 @@ def test_wheel_install_finds_data_and_notebooks(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("labkit/_data/") and n.endswith(".meta.json") for n in names)
     assert any(n.startswith("labkit/_notebooks/") and n.endswith(".ipynb") for n in names)
+    assert "labkit/cluster/presets.csv" in names  # the presets table is package data
     site = tmp_path / "site"
     r = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
