@@ -8,7 +8,7 @@ what `labkit doctor` collected (peer access, GPU names, `nvidia-smi topo -m`). B
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .. import check
 from ..system import Finding
@@ -102,13 +102,19 @@ def evidence(data, topology: str | None = None, access=None) -> Evidence:
     return dataclasses.replace(ev, blocked=frozenset(blocked))
 
 
+def _per_pair_group(
+    rule: str, pairs: Iterable[tuple[int, int]], say: Callable[[str, tuple], str], level: str = "warn"
+) -> list[Finding]:
+    """One Finding of `rule` per group `pair_text` makes of `pairs` (GPUi↔GPUj or GPUi→GPUj), worded by
+    say(group's text, group's pairs)."""
+    return [Finding(level, say(text, group), rule=rule, pairs=group) for text, group in pair_text(pairs)]
+
+
 def peer_access_not_in_effect(ev: Evidence) -> list[Finding]:
     """1. Peer access not in effect: P2P 'on' no faster than staged, or can_device_access_peer says no."""
     import numpy as np
 
-    out = []
-    for text, pairs in pair_text(ev.blocked):
-        i, j = pairs[0]
+    def say(text: str, pairs: tuple[tuple[int, int], ...]) -> str:
         got = [ev.on.loc[p] for p in pairs if ev.on is not None and np.isfinite(ev.on.loc[p])]
         staged = [ev.staged(*p) for p in pairs if np.isfinite(ev.staged(*p))]
         numbers = (
@@ -117,17 +123,13 @@ def peer_access_not_in_effect(ev: Evidence) -> list[Finding]:
             if got and staged
             else " (can_device_access_peer says no)"
         )
-        cause = likely_causes(link_label(ev.topo, i, j), ev.src.gpu, ev.src.context)
-        out.append(
-            Finding(
-                "warn",
-                f"{text}: peer access is not in effect{numbers} — every copy between them is staged through host "
-                f"memory. Likely cause: {cause}.",
-                rule="peer_access",
-                pairs=pairs,
-            )
+        cause = likely_causes(link_label(ev.topo, *pairs[0]), ev.src.gpu, ev.src.context)
+        return (
+            f"{text}: peer access is not in effect{numbers} — every copy between them is staged through host "
+            f"memory. Likely cause: {cause}."
         )
-    return out
+
+    return _per_pair_group("peer_access", ev.blocked, say)
 
 
 def p2p_slower_than_staged(ev: Evidence) -> list[Finding]:
@@ -138,17 +140,15 @@ def p2p_slower_than_staged(ev: Evidence) -> list[Finding]:
     if on is None or ev.off is None:
         return []
     slower = [(i, j) for i, j, v in off_diagonal(on) if np.isfinite(ev.staged(i, j)) and v < 0.9 * ev.staged(i, j)]
-    return [
-        Finding(
-            "warn",
+    return _per_pair_group(
+        "p2p_slower_than_staged",
+        slower,
+        lambda text, pairs: (
             f"{text}: the direct P2P copy ({range_text([on.loc[p] for p in pairs])} GB/s, unidirectional) is slower "
             f"than staging through host memory ({range_text([ev.staged(*p) for p in pairs])} GB/s) — the "
-            "platform's peer path is poor (often across CPU sockets); NCCL_P2P_LEVEL keeps NCCL off it.",
-            rule="p2p_slower_than_staged",
-            pairs=pairs,
-        )
-        for text, pairs in pair_text(slower)
-    ]
+            "platform's peer path is poor (often across CPU sockets); NCCL_P2P_LEVEL keeps NCCL off it."
+        ),
+    )
 
 
 def nvlink_below_promise(ev: Evidence) -> list[Finding]:
@@ -286,17 +286,15 @@ def outlier_pairs(ev: Evidence) -> list[Finding]:
                 and (i, j) not in ev.blocked
             ]
             others = [v for i, j, v in members if (i, j) not in flagged]
-            for text, pairs in pair_text(flagged):
-                out.append(
-                    Finding(
-                        "warn",
-                        f"{text} {'takes' if lower_is_better else 'reaches'} {range_text([m.loc[p] for p in pairs])} "
-                        f"{unit} ({what(kind, p2p)}) vs {fmt_range(others)} {unit} for the other pairs"
-                        f"{' ' + where if where else ''}.{hint}",
-                        rule="outlier_pair",
-                        pairs=pairs,
-                    )
-                )
+            out += _per_pair_group(
+                "outlier_pair",
+                flagged,
+                lambda text, pairs: (
+                    f"{text} {'takes' if lower_is_better else 'reaches'} {range_text([m.loc[p] for p in pairs])} "
+                    f"{unit} ({what(kind, p2p)}) vs {fmt_range(others)} {unit} for the other pairs"
+                    f"{' ' + where if where else ''}.{hint}"
+                ),
+            )
     return out
 
 
@@ -317,18 +315,17 @@ def bidirectional_below_unidirectional(ev: Evidence) -> list[Finding]:
             and np.isfinite(uni.loc[i, j])
             and v < BIDIR_FLOOR_FRACTION * uni.loc[i, j]
         ]
-        for text, pairs in pair_text(below):
-            out.append(
-                Finding(
-                    "warn" if p2p == "enabled" else "info",
-                    f"{text} ({P2P_TEXT[p2p].split(' (')[0]}): both directions at once reach "
-                    f"{range_text([bi.loc[p] for p in pairs])} GB/s in total, less than one direction alone "
-                    f"({range_text([uni.loc[p] for p in pairs])} GB/s) — the two directions contend for something they "
-                    "share, typically a PCIe switch uplink or the host memory they are staged through.",
-                    rule="bidirectional_below_unidirectional",
-                    pairs=pairs,
-                )
-            )
+        out += _per_pair_group(
+            "bidirectional_below_unidirectional",
+            below,
+            lambda text, pairs: (
+                f"{text} ({P2P_TEXT[p2p].split(' (')[0]}): both directions at once reach "
+                f"{range_text([bi.loc[p] for p in pairs])} GB/s in total, less than one direction alone "
+                f"({range_text([uni.loc[p] for p in pairs])} GB/s) — the two directions contend for something they "
+                "share, typically a PCIe switch uplink or the host memory they are staged through."
+            ),
+            level="warn" if p2p == "enabled" else "info",
+        )
     return out
 
 
