@@ -1,4 +1,4 @@
-"""Collectives: nccl-tests bandwidth definitions (algbw, busbw), the ring schedule, and how a collective is checked and timed.
+"""Collectives: nccl-tests bandwidth definitions (algbw, busbw), the ring schedule, and how a collective is checked (timed by labkit.timing.time_collectives).
 
 algbw = S / t, with S the nccl-tests "size" (bytes of the full buffer) and t the time of one
 collective. busbw = algbw × a factor that makes the number comparable with the hardware's
@@ -8,7 +8,6 @@ per-rank link bandwidth, whatever the rank count (nccl-tests PERFORMANCE.md):
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -158,55 +157,6 @@ def within_summation_tolerance(
     if size == 0:
         return True, 0.0
     return bool((diff <= summation_tolerance(as64(abs_sum), world_size, dtype)).all()), float(diff.max())
-
-
-# --------------------------------------------------------------------------- timing a collective
-def time_collectives(
-    calls: dict[str, Callable[[], object]],
-    *,
-    repeats: int,
-    warmup: int,
-    barrier: Callable[[], object],
-    sync: Callable[[], object] = lambda: None,
-    prepare: Callable[[str], object] = lambda name: None,
-    before: Callable[[int, str], object] = lambda rep, name: None,
-    inner: int = 1,
-    clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, list[float]]:
-    """This rank's seconds per call of each collective in `calls` — the one timing loop behind every busbw labkit reports.
-
-    nccl-tests' method (common.cu, BenchTime: a barrier, then `iters` back-to-back collectives, waited for
-    once at the end), with one sample per barrier so the spread across samples is kept:
-
-    1. warm up: `warmup` untimed calls of each (connections, page faults, allocator);
-    2. per repetition, the collectives take turns (a busy moment of the machine hits them alike); each:
-       `prepare(name)` restores its input (untimed), `sync()` drains the device, `barrier()` — every rank
-       leaves it together, so no sample carries a peer's lateness from the sample before —, `before(rep,
-       name)` (teaching hooks: a straggler's sleep, an injected failure), then `inner` calls back to back
-       and one `sync()`; seconds per call = elapsed / inner.
-
-    Every rank must call this with the same arguments. Combine the ranks with `slowest_rank`.
-    """
-    if repeats < 1 or inner < 1:
-        raise ValueError(f"repeats and inner must be >= 1, got {repeats} and {inner}")
-    for name, fn in calls.items():
-        for _ in range(warmup):
-            prepare(name)
-            fn()
-    sync()
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for rep in range(repeats):
-        for name, fn in calls.items():
-            prepare(name)
-            sync()
-            barrier()
-            before(rep, name)
-            t0 = clock()
-            for _ in range(inner):
-                fn()
-            sync()
-            samples[name].append((clock() - t0) / inner)
-    return samples
 
 
 def slowest_rank(per_rank: Sequence[Sequence[float]]) -> list[float]:

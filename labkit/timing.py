@@ -97,10 +97,12 @@ class Measurement:
         return d
 
 
-def _inner_for(estimate_s: float, min_sample_s: float) -> int:
+def inner_for(estimate_s: float, min_sample_s: float = MIN_SAMPLE_S, max_inner: int = MAX_INNER) -> int:
+    """The one calibration rule: calls per sample so that a sample of calls of `estimate_s` lasts ≥ `min_sample_s`
+    (at least 1, at most `max_inner`)."""
     if estimate_s <= 0:
-        return MAX_INNER
-    return int(min(MAX_INNER, max(1, np.ceil(min_sample_s / estimate_s - 1e-6))))
+        return max_inner
+    return int(min(max_inner, max(1, np.ceil(min_sample_s / estimate_s - 1e-6))))
 
 
 def time_host(
@@ -114,32 +116,40 @@ def time_host(
     nbytes: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
     setup: Callable[[], object] | None = None,
+    sync: Callable[[], object] | None = None,
 ) -> Measurement:
     """Time a host-side call (or a synchronous GPU call) with a wall clock.
 
     `clock` can be injected so tests can drive the timer deterministically. `setup` (as in
     torch.utils.benchmark) runs untimed before every warm-up call and every sample — e.g. emptying a
-    cache so each sample is cold; with it, pass `inner=1` so each sample is one cold call.
+    cache so each sample is cold; with it, pass `inner=1` so each sample is one cold call. `sync` runs
+    once at the end of every sample, inside the timing (nccl-tests' one wait after `iters` calls): it
+    drains work that `fn` only enqueued.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     setup = setup or (lambda: None)
+    sync = sync or (lambda: None)
     for _ in range(warmup):
         setup()
         fn()
     if inner is None:
         setup()
-        t0 = clock()
-        fn()
-        inner = _inner_for(clock() - t0, min_sample_s)
+        inner = inner_for(_host_sample(fn, 1, sync, clock), min_sample_s)
     samples = []
     for _ in range(repeats):
         setup()
-        t0 = clock()
-        for _ in range(inner):
-            fn()
-        samples.append((clock() - t0) / inner)
+        samples.append(_host_sample(fn, inner, sync, clock))
     return Measurement(tuple(samples), inner, "host", label, nbytes)
+
+
+def _host_sample(fn: Callable[[], object], calls: int, sync: Callable[[], object], clock: Callable[[], float]) -> float:
+    """Host seconds per call of `calls` back-to-back calls of fn, then one sync, between two clock reads."""
+    t0 = clock()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (clock() - t0) / calls
 
 
 def time_cuda(
@@ -176,7 +186,7 @@ def time_cuda(
                 fn()
             end.record()
             end.synchronize()
-            inner = _inner_for(start.elapsed_time(end) / 1e3 / 5, min_sample_s)
+            inner = inner_for(start.elapsed_time(end) / 1e3 / 5, min_sample_s)
         pairs = []
         for _ in range(repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -188,6 +198,55 @@ def time_cuda(
         torch.cuda.synchronize()
     samples = tuple(s.elapsed_time(e) / 1e3 / inner for s, e in pairs)
     return Measurement(samples, inner, "cuda_event", label, nbytes)
+
+
+def time_collectives(
+    calls: dict[str, Callable[[], object]],
+    *,
+    repeats: int,
+    warmup: int,
+    barrier: Callable[[], object],
+    sync: Callable[[], object] = lambda: None,
+    prepare: Callable[[str], object] = lambda name: None,
+    before: Callable[[int, str], object] = lambda rep, name: None,
+    inner: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
+    """This rank's seconds per call of each collective in `calls` — the one timing loop behind every busbw labkit reports.
+
+    nccl-tests' method (common.cu, BenchTime: a barrier, then `iters` back-to-back collectives, waited for
+    once at the end), with one sample per barrier so the spread across samples is kept:
+
+    1. warm up: `warmup` untimed calls of each (connections, page faults, allocator);
+    2. per repetition, the collectives take turns (a busy moment of the machine hits them alike); each:
+       `prepare(name)` restores its input (untimed), `sync()` drains the device, `barrier()` — every rank
+       leaves it together, so no sample carries a peer's lateness from the sample before —, `before(rep,
+       name)` (teaching hooks: a straggler's sleep, an injected failure), then `inner` calls back to back
+       and one `sync()`; seconds per call = elapsed / inner (one `time_host` sample, with that set-up
+       and that sync).
+
+    Every rank must call this with the same arguments. Combine the ranks with `labkit.collectives.slowest_rank`.
+    """
+    if repeats < 1 or inner < 1:
+        raise ValueError(f"repeats and inner must be >= 1, got {repeats} and {inner}")
+    for name, fn in calls.items():
+        for _ in range(warmup):
+            prepare(name)
+            fn()
+    sync()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for rep in range(repeats):
+        for name, fn in calls.items():
+
+            def setup(name=name, rep=rep):
+                prepare(name)
+                sync()
+                barrier()
+                before(rep, name)
+
+            m = time_host(fn, repeats=1, warmup=0, inner=inner, setup=setup, sync=sync, clock=clock)
+            samples[name].append(m.samples_s[0])
+    return samples
 
 
 #: A spin lasts SPIN_MARGIN × the host's measured issue time of one batch, plus SPIN_FLOOR_S, so every

@@ -14,7 +14,7 @@ def test_by_hand_equals_library_and_bytes_match_the_schedule(n):
     timed = [r for per_rank in out for r in per_rank if "seconds" in r]
     rows = [r for per_rank in out for r in per_rank if "seconds" not in r]
     assert {r["op"] for r in rows} == set(others.OPS)
-    # timed through labkit.collectives.time_collectives: 2 repeats of each op and implementation on every rank
+    # timed through labkit.timing.time_collectives: 2 repeats of each op and implementation on every rank
     assert len(timed) == n * len(others.OPS) * 2 * 2 and all(r["seconds"] > 0 for r in timed)
     assert {(r["impl"], r["repeat"]) for r in timed} == {(i, k) for i in ("by hand", "library") for k in (0, 1)}
     assert others.summary(timed + rows, n).filter(like="busbw").notna().all().all()

@@ -44,6 +44,28 @@ def test_setup_runs_untimed_before_every_call_and_sample():
     assert m.samples_s == pytest.approx((1e-3,) * 3)
 
 
+def test_sync_runs_once_per_sample_inside_the_timing():
+    clock, log = FakeClock(), []
+
+    def op():  # only enqueues: the work is paid for by sync
+        log.append("op")
+
+    def sync():
+        log.append("sync")
+        clock.t += 4e-3  # four calls' device work, drained
+
+    m = timing.time_host(op, repeats=2, warmup=1, inner=4, clock=clock, sync=sync)
+    assert log == ["op"] + (["op"] * 4 + ["sync"]) * 2  # warm-up calls are not synchronised
+    assert m.samples_s == pytest.approx((1e-3, 1e-3))
+
+
+def test_inner_for_sizes_a_sample_to_min_sample_s_within_bounds():
+    assert timing.inner_for(1e-4) == 10  # 10 × 0.1 ms = 1 ms
+    assert timing.inner_for(1.0) == 1
+    assert timing.inner_for(0.0, max_inner=200) == 200
+    assert timing.inner_for(1e-9, max_inner=200) == 200
+
+
 def test_blocked_timing_measures_the_device_and_the_host_apart():
     s = timing.FakeStream(issue_s=7e-6, gpu_copy_s=2e-6)
     r = timing.time_blocked(s, s.copy, calls=50, repeats=4, label="4 B", nbytes=4)

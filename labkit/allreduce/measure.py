@@ -8,7 +8,7 @@ The method (nccl-tests' conventions, see DESIGN.md "Collectives"):
 3. warm up: the first call(s) pay for connections and page faults and are not timed;
 4. per repetition and implementation: restore the input (untimed), barrier, time one call on every
    rank; implementations take turns inside each repetition, so a busy moment of the machine
-   hits them alike (labkit.collectives.time_collectives: the loop every busbw in labkit comes from);
+   hits them alike (labkit.timing.time_collectives: the loop every busbw in labkit comes from);
 5. a repetition lasts as long as its slowest rank (the collective is done when the last rank is):
    seconds = median over repetitions of the max over ranks (labkit.collectives.slowest_rank). algbw = S / seconds, busbw = algbw ×
    2(N−1)/N (labkit.collectives.busbw), S = bytes of the buffer.
@@ -23,11 +23,12 @@ import time
 
 import numpy as np
 
-from ..collectives import busbw, slowest_rank, time_collectives
+from ..collectives import busbw, slowest_rank
 from ..launch import check_world_size, launch, rank_info
 from ..models import allreduce_time, spec
 from ..runtime import Found
 from ..system import cpu_model
+from ..timing import time_collectives
 from ..units import format_bytes, pow2_sizes
 from . import views
 from .correctness import compare_with_library

@@ -16,7 +16,8 @@ all-reduce-based reference too). Style of picotron's cp_communications.py and th
 
 from __future__ import annotations
 
-from ..collectives import bus_factor, chunk_bounds, time_collectives
+from ..collectives import bus_factor, chunk_bounds
+from ..timing import time_collectives
 from .ring import _exchange
 
 #: Where each collective appears in training, and the source that says so (notebook 05 prints it).

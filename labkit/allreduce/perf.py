@@ -28,8 +28,9 @@ import os
 import socket
 from typing import Iterator
 
-from ..collectives import OPS, UNIT_ROUNDOFF, algbw, bus_factor, slowest_rank, summation_tolerance, time_collectives
+from ..collectives import OPS, UNIT_ROUNDOFF, algbw, bus_factor, slowest_rank, summation_tolerance
 from ..launch import rank_info
+from ..timing import time_collectives
 
 #: nccl-tests' type names (its -d flag) → torch dtype names. Torch names are accepted too.
 TYPES = {

@@ -20,9 +20,9 @@ import statistics
 import sys
 import time
 
-from ..collectives import algbw, busbw, slowest_rank, time_collectives, within_summation_tolerance
+from ..collectives import algbw, busbw, slowest_rank, within_summation_tolerance
 from ..fileio import atomic_write_text
-from ..timing import MIN_SAMPLE_S
+from ..timing import inner_for, time_collectives, time_host
 from ..units import parse_sizes
 from . import hierarchical as H
 from . import slowlink
@@ -189,7 +189,7 @@ def bench_rank(
             ok, _ = within_summation_tolerance(t, ref, abs_sum, world_size, "float32")
             # bytes: counted by the Link (hand-written sends) and, in namespaces, on the wire
             sent, wire = _bytes_sent(ops[algo], t, link, dev, slow, rank, counter_read_delay_s)
-            # time: nccl-tests' loop (labkit.collectives.time_collectives); a sample is the slowest rank's
+            # time: nccl-tests' loop (labkit.timing.time_collectives); a sample is the slowest rank's
             buf = torch.zeros(numel, device=dev)
             times = time_collectives(
                 {algo: lambda op=ops[algo]: op(buf)},
@@ -246,11 +246,9 @@ def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks
     """nccl-tests sendrecv over gloo: each rank sends S to the next rank while receiving S from the previous.
 
     `ranks` (default: all) picks the ranks taking part; the others return at once. Every rank runs
-    the same number of calls: the inner loop is sized (to last ≥ timing.MIN_SAMPLE_S) from the
+    the same number of calls: the inner loop is sized (timing.inner_for: to last ≥ timing.MIN_SAMPLE_S) from the
     slowest rank's estimate. A sample is the slowest rank's; busbw = S / t (factor 1).
     """
-    import math
-
     import torch
     import torch.distributed as dist
 
@@ -272,14 +270,10 @@ def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks
             dist.isend(send, dst=nxt, group=group).wait()
             r.wait()
 
-        for _ in range(WARMUP + 1):
-            call()
-        t0 = time.perf_counter()
-        for _ in range(3):
-            call()
-        est = torch.tensor([(time.perf_counter() - t0) / 3])
+        # one estimate (WARMUP + 1 untimed calls, then 3 timed), agreed on by every rank: the slowest sizes the loop
+        est = torch.tensor([time_host(call, repeats=1, warmup=WARMUP + 1, inner=3).samples_s[0]])
         dist.all_reduce(est, op=dist.ReduceOp.MAX, group=group)
-        inner = int(min(SENDRECV_MAX_INNER, max(1, math.ceil(MIN_SAMPLE_S / max(est.item(), 1e-9)))))
+        inner = inner_for(est.item(), max_inner=SENDRECV_MAX_INNER)
         mine = time_collectives(
             {"sendrecv": call}, repeats=repeats, warmup=0, inner=inner, barrier=lambda: dist.barrier(group=group)
         )["sendrecv"]

@@ -216,17 +216,13 @@ class GpuWorkload:
             torch.mm(self.a, self.a, out=self.out)
 
     def timed(self, fn, n: int = 5) -> float:
-        """Median seconds of fn on the compute stream, CUDA events, after one warm-up call."""
+        """Median seconds of fn on the compute stream after one warm-up call: n samples of one call each, between
+        one pair of CUDA events (labkit.timing.time_events)."""
         import torch
 
         fn()
         torch.cuda.synchronize()
-        samples = []
-        for _ in range(n):
-            tr = Tracer(self.main)
-            self.main.run(fn, name="x", tracer=tr)
-            samples.append(tr.timeline("calibrate", self.source).makespan_s)
-        return float(np.median(samples))
+        return float(np.median([timing.time_events(self.main, lambda: self.main.run(fn), 1) for _ in range(n)]))
 
     def calibrate(self) -> tuple[float, float]:
         """(seconds per pinned H2D copy, seconds per compute unit)."""
