@@ -212,6 +212,26 @@ class DatasetsTable:
         return tuple(self.table["dataset"].unique())
 
 
+@dataclasses.dataclass(frozen=True)
+class ShownSection:
+    """A section that presents what one experiment showed (for `Session.present`): `shown` is the `Shown` that
+    `Session.show` returned; `frame` is its data, `source` its provenance label, `experiment` its name."""
+
+    shown: Shown
+
+    @property
+    def experiment(self) -> str:
+        return self.shown.experiment
+
+    @property
+    def frame(self):
+        return self.shown.data
+
+    @property
+    def source(self) -> str:
+        return self.shown.label
+
+
 Getter = Callable[[], "Found | None"]
 
 

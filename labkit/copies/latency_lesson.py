@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from .. import models
-from ..runtime import DatasetsTable
+from ..runtime import DatasetsTable, ShownSection
 from ..units import format_bytes, pow2_sizes
 from . import curves as lc
 from . import directions, link_health
@@ -166,20 +166,18 @@ class Invariants:
 
 
 @dataclass(frozen=True)
-class SmallCopies:
-    """The small-copy floor: whose overhead is it (measured here with a GPU, else the recorded H100 loop)."""
-
-    shown: object  # runtime.Shown of "small_copies"
-    experiment = "small_copies"
+class SmallCopies(ShownSection):
+    """The small-copy floor: whose overhead is it (measured here with a GPU, else the recorded H100 loop); `shown`
+    is the "small_copies" experiment."""
 
     @cached_property
     def table(self):
         import pandas as pd
 
-        return pd.DataFrame(self.shown.data or [])
+        return pd.DataFrame(self.frame or [])
 
     def report(self) -> list:
-        return [self.shown.label, self.table.round(2)]
+        return [self.source, self.table.round(2)]
 
     def checks(self) -> dict:
         return {"small_copy_floor_shown": not self.table.empty}

@@ -8,7 +8,7 @@ from functools import cached_property
 
 from .. import plots
 from .. import reference as ref
-from ..runtime import DatasetsTable
+from ..runtime import DatasetsTable, ShownSection
 from ..units import format_bytes, format_time
 from . import dataloader, host_memory, numa, pin_cost, placement
 from . import pinned_vs_pageable as pvp
@@ -225,27 +225,23 @@ class BreakEven:
 
 
 @dataclass(frozen=True)
-class Loader:
-    """Experiment 3: DataLoader(pin_memory=True) against False, measured here or recorded; says so when neither."""
-
-    shown: object  # runtime.Shown of the "dataloader" experiment
-    experiment = "dataloader"
+class Loader(ShownSection):
+    """Experiment 3: DataLoader(pin_memory=True) against False, measured here or recorded; says so when neither;
+    `shown` is the "dataloader" experiment."""
 
     def figure(self):
-        return None if self.shown.data is None else dataloader.plot(self.shown.data, self.shown.label)
+        return None if self.frame is None else dataloader.plot(self.frame, self.source)
 
     def report(self) -> str:
-        if self.shown.data is None:
+        if self.frame is None:
             return dataloader.NOTHING_RECORDED
-        return (
-            f"pin_memory=True moves {dataloader.speedup(self.shown.data):.2f}x the bytes per second of pin_memory=False"
-        )
+        return f"pin_memory=True moves {dataloader.speedup(self.frame):.2f}x the bytes per second of pin_memory=False"
 
     def numbers(self) -> dict:
-        return {} if self.shown.data is None else {"dataloader_pinned_speedup": dataloader.speedup(self.shown.data)}
+        return {} if self.frame is None else {"dataloader_pinned_speedup": dataloader.speedup(self.frame)}
 
     def notes(self) -> dict:
-        return {"shown": self.shown.data is not None}
+        return {"shown": self.frame is not None}
 
 
 @dataclass(frozen=True)
@@ -360,15 +356,9 @@ class Placement(DatasetsTable):
 
 
 @dataclass(frozen=True)
-class NumaCopy:
-    """Host copies with the memory on the thread's own NUMA node vs another, measured here (numa.local_vs_remote)."""
-
-    shown: object  # runtime.Shown of "numa_host_copy"
-    experiment = "numa_host_copy"
-
-    @property
-    def frame(self):
-        return self.shown.data
+class NumaCopy(ShownSection):
+    """Host copies with the memory on the thread's own NUMA node vs another, measured here (numa.local_vs_remote);
+    `shown` is the "numa_host_copy" experiment."""
 
     def figure(self):
         fig, ax = plots.figure(width=7, height=3.8)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import plots
 from .. import reference as ref
+from ..runtime import ShownSection
 from ..units import format_bytes, format_time
 from . import figures, timelines
 
@@ -191,18 +192,9 @@ class HostOverlap:
 
 
 @dataclass(frozen=True)
-class GpuOverlap:
-    """Section 3: the GPU run `session.show` found (measured here or recorded); empty when there is none."""
-
-    shown: object  # runtime.Shown; its note already said where the run came from
-
-    @property
-    def frame(self):
-        return self.shown.data
-
-    @property
-    def source(self) -> str:
-        return self.shown.label
+class GpuOverlap(ShownSection):
+    """Section 3: the GPU run `session.show` found (measured here or recorded); empty when there is none. The
+    Shown's note already said where the run came from."""
 
     @cached_property
     def table(self):
