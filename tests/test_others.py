@@ -34,3 +34,9 @@ def test_expected_bytes_and_where_used():
     assert sum(others.expected_bytes("broadcast", 5, 5, r) for r in range(5)) == 4 * 20
     t = others.where_used(8)
     assert list(t["bus factor (N = 8)"]) == [1.75, 0.875, 0.875, 0.875, 1.0]
+
+
+def test_ops_are_labkit_collectives():
+    from labkit.collectives import OPS
+
+    assert set(others.OPS) <= set(OPS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ...collectives import bus_factor
 from ...specs import spec
 from .model import Expected, Facts
 from .runs import Run
@@ -301,7 +302,7 @@ def two_node_tree(c: Context) -> Cause | None:
             f"above the {c.facts.nics_per_node} x {c.facts.nic_GBps:g} = {line_sum:.0f} GB/s given: more or faster NICs",
             0.8,
         )
-    ceiling = 2 * (c.world_size - 1) / c.world_size * line_sum
+    ceiling = bus_factor("all_reduce", c.world_size) * line_sum
     above = c.busbw > ceiling * 1.02
     return Cause(
         "two_node_tree_above_ceiling" if above else "two_node_tree",
