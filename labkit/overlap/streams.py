@@ -57,13 +57,10 @@ class _Done:
         return True
 
 
-class InlineStream:
-    """The calling thread seen as a stream: work runs at once; `wait` blocks the thread."""
+class _HostClock:
+    """What the host streams share: perf_counter time marks and `HostEvent`s."""
 
     kind = "host"
-
-    def __init__(self, name: str = "compute"):
-        self.name = name
 
     def clock(self) -> float:
         return time.perf_counter()
@@ -77,6 +74,13 @@ class InlineStream:
 
     def mark(self) -> float:
         return time.perf_counter()
+
+
+class InlineStream(_HostClock):
+    """The calling thread seen as a stream: work runs at once; `wait` blocks the thread."""
+
+    def __init__(self, name: str = "compute"):
+        self.name = name
 
     def run(self, fn: Callable[[], object], *, name: str | None = None, tracer: "Tracer | None" = None):
         t0 = time.perf_counter()
@@ -100,15 +104,13 @@ class InlineStream:
         pass
 
 
-class HostStream:
+class HostStream(_HostClock):
     """A CPU stand-in for a CUDA stream: one worker thread runs submitted work in order.
 
     `run` returns a Future at once (like a kernel launch); `record()` returns an event that fires
     when the worker reaches it; `wait(event)` makes *later* work on this stream wait for the event
     (the calling thread does not block). Close it (or use `with`) to stop the worker.
     """
-
-    kind = "host"
 
     def __init__(self, name: str = "copy"):
         self.name = name
@@ -128,19 +130,6 @@ class HostStream:
         if self._closed:
             raise RuntimeError(f"host stream {self.name!r} is closed")
         self._queue.put(task)
-
-    def clock(self) -> float:
-        return time.perf_counter()
-
-    def query(self, event: HostEvent) -> bool:
-        return event.query()
-
-    def elapsed(self, a: HostEvent, b: HostEvent) -> float:
-        """Seconds between two fired events (perf_counter)."""
-        return b.time_s - a.time_s
-
-    def mark(self) -> float:
-        return time.perf_counter()
 
     def run(self, fn: Callable[[], object], *, name: str | None = None, tracer: "Tracer | None" = None):
         fut: concurrent.futures.Future = concurrent.futures.Future()
