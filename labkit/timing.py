@@ -272,12 +272,18 @@ class Blocked:
 
     @property
     def warnings(self) -> list[str]:
-        if not self.released_early:
-            return []
-        return [
-            f"{self.released_early} of {len(self.gpu.samples_s)} samples: the host could not queue the copies ahead of "
-            f"the GPU even with a spin {2**MAX_SPIN_RETRIES}× longer; this latency includes host time (an upper bound)"
-        ]
+        return released_early_warnings(self.gpu.label, self.released_early, len(self.gpu.samples_s))
+
+
+def released_early_warnings(label: str, released_early: int, samples: int) -> list[str]:
+    """The warning of a `time_blocked` run some of whose samples were kept although the spin ended early."""
+    if not released_early:
+        return []
+    return [
+        f"{label + ': ' if label else ''}{released_early} of {samples} samples: the host could not queue the copies "
+        f"ahead of the GPU even with a spin {2**MAX_SPIN_RETRIES}× longer; this latency includes host time (an upper "
+        "bound)"
+    ]
 
 
 def time_blocked(

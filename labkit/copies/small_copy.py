@@ -66,12 +66,7 @@ class SmallCopyTiming:
 
     @property
     def warnings(self) -> list[str]:
-        if not self.released_early:
-            return []
-        return [
-            f"{self.nbytes} B: {self.released_early} of {len(self.gpu_s)} blocked samples kept although the blocker ended "
-            f"before the enqueue did ({timing.MAX_SPIN_RETRIES} doublings): their gpu time includes host time"
-        ]
+        return timing.released_early_warnings(f"{self.nbytes} B", self.released_early, len(self.gpu_s))
 
     @property
     def host_bound(self) -> bool:
