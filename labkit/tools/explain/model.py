@@ -109,19 +109,10 @@ def without_nvls(system, facts: Facts):
     return dataclasses.replace(system, nvls=False), dataclasses.replace(facts, nvls=False)
 
 
-def system_from_facts(
-    *,
-    gpus_per_node: int,
-    gpu: str | None,
-    nvlink_GBps: float | None,
-    nics_per_node: int,
-    nic_GBps: float,
-    nvls: bool = False,
-    sharp: bool = False,
-    pcie_only: bool = False,
-    gpu_printed: str = "",
-):
-    """(system, Facts) from what the user knows; errors name explain's own flags."""
+def system_from_facts(*, gpu_printed: str = "", **facts):
+    """(system, Facts) from what the user knows: `facts` are labkit.cluster.system_from_facts's keywords, checked
+    first so that errors name explain's own flags; `gpu_printed` is the GPU the log names."""
+    gpu, nvlink_GBps, pcie_only = facts.get("gpu"), facts.get("nvlink_GBps"), facts.get("pcie_only", False)
     if nvlink_GBps is not None and not nvlink_GBps > 0:
         raise ValueError(f"--nvlink-bandwidth must be > 0 (GB/s per GPU per direction), got {nvlink_GBps}")
     if gpu is not None and gpu not in cluster.GPUS:
@@ -131,16 +122,7 @@ def system_from_facts(
             f"the model needs the GPU: the log names {gpu_printed or 'none'}; give --gpu (one of "
             f"{', '.join(cluster.GPUS)}), --nvlink-bandwidth GB/s per GPU per direction, --pcie-only, or --system NAME"
         )
-    system = cluster.system_from_facts(
-        gpus_per_node=gpus_per_node,
-        gpu=gpu,
-        nvlink_GBps=nvlink_GBps,
-        nics_per_node=nics_per_node,
-        nic_GBps=nic_GBps,
-        nvls=nvls,
-        sharp=sharp,
-        pcie_only=pcie_only,
-    )
+    system = cluster.system_from_facts(**{**facts, "gpu": gpu})
     return system, _facts(system, "given")
 
 
