@@ -105,8 +105,10 @@ def inner_for(estimate_s: float, min_sample_s: float = MIN_SAMPLE_S, max_inner: 
     return int(min(max_inner, max(1, np.ceil(min_sample_s / estimate_s - 1e-6))))
 
 
-def time_host(
-    fn: Callable[[], object],
+def sampled(
+    sample: Callable[[int], float],
+    warm: Callable[[], object],
+    timer: str,
     *,
     repeats: int = DEFAULT_REPEATS,
     warmup: int = WARMUP_CALLS,
@@ -114,11 +116,30 @@ def time_host(
     min_sample_s: float = MIN_SAMPLE_S,
     label: str = "",
     nbytes: int | None = None,
+    estimate_calls: int = 1,
+) -> Measurement:
+    """The method of every timer here, whatever the clock: `warmup` calls of `warm`; unless `inner` is given,
+    one sample of `estimate_calls` calls sizes `inner` (`inner_for`); then `repeats` samples of `inner` calls.
+    `sample(calls)` returns seconds per call of `calls` back-to-back calls; `timer` names its clock."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        warm()
+    if inner is None:
+        inner = inner_for(sample(estimate_calls), min_sample_s)
+    return Measurement(tuple(sample(inner) for _ in range(repeats)), inner, timer, label, nbytes)
+
+
+def time_host(
+    fn: Callable[[], object],
+    *,
     clock: Callable[[], float] = time.perf_counter,
     setup: Callable[[], object] | None = None,
     sync: Callable[[], object] | None = None,
+    **plan,
 ) -> Measurement:
-    """Time a host-side call (or a synchronous GPU call) with a wall clock.
+    """Time a host-side call (or a synchronous GPU call) with a wall clock; `plan` is `sampled`'s keywords
+    (repeats, warmup, inner, min_sample_s, label, nbytes).
 
     `clock` can be injected so tests can drive the timer deterministically. `setup` (as in
     torch.utils.benchmark) runs untimed before every warm-up call and every sample — e.g. emptying a
@@ -126,44 +147,27 @@ def time_host(
     once at the end of every sample, inside the timing (nccl-tests' one wait after `iters` calls): it
     drains work that `fn` only enqueued.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
     setup = setup or (lambda: None)
     sync = sync or (lambda: None)
-    for _ in range(warmup):
+
+    def warm():
         setup()
         fn()
-    if inner is None:
+
+    def sample(calls: int) -> float:
         setup()
-        inner = inner_for(_host_sample(fn, 1, sync, clock), min_sample_s)
-    samples = []
-    for _ in range(repeats):
-        setup()
-        samples.append(_host_sample(fn, inner, sync, clock))
-    return Measurement(tuple(samples), inner, "host", label, nbytes)
+        t0 = clock()
+        for _ in range(calls):
+            fn()
+        sync()
+        return (clock() - t0) / calls
+
+    return sampled(sample, warm, "host", **plan)
 
 
-def _host_sample(fn: Callable[[], object], calls: int, sync: Callable[[], object], clock: Callable[[], float]) -> float:
-    """Host seconds per call of `calls` back-to-back calls of fn, then one sync, between two clock reads."""
-    t0 = clock()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (clock() - t0) / calls
-
-
-def time_cuda(
-    fn: Callable[[], object],
-    *,
-    repeats: int = DEFAULT_REPEATS,
-    warmup: int = WARMUP_CALLS,
-    inner: int | None = None,
-    min_sample_s: float = MIN_SAMPLE_S,
-    label: str = "",
-    nbytes: int | None = None,
-    stream=None,
-) -> Measurement:
-    """Time asynchronous GPU work with one pair of CUDA events per sample on one stream.
+def time_cuda(fn: Callable[[], object], *, stream=None, **plan) -> Measurement:
+    """Time asynchronous GPU work with one pair of CUDA events per sample on one stream (`time_events`);
+    `plan` is `sampled`'s keywords. One call's time is estimated from 5 calls.
 
     `fn` must enqueue its work on the current stream (e.g. `dst.copy_(src, non_blocking=True)`
     with pinned host memory). Pageable copies are synchronous from the host's side: time those
@@ -172,32 +176,9 @@ def time_cuda(
     require_cuda("time_cuda")
     import torch
 
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    stream = stream or torch.cuda.current_stream()
-    with torch.cuda.stream(stream):
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        if inner is None:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(5):
-                fn()
-            end.record()
-            end.synchronize()
-            inner = inner_for(start.elapsed_time(end) / 1e3 / 5, min_sample_s)
-        pairs = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            pairs.append((start, end))
-        torch.cuda.synchronize()
-    samples = tuple(s.elapsed_time(e) / 1e3 / inner for s, e in pairs)
-    return Measurement(samples, inner, "cuda_event", label, nbytes)
+    events = CudaEventStream(stream)
+    with torch.cuda.stream(events.stream):
+        return sampled(lambda calls: time_events(events, fn, calls), fn, "cuda_event", estimate_calls=5, **plan)
 
 
 def time_collectives(
