@@ -12,7 +12,9 @@ queued (nvbandwidth's: `time_blocked` adds it where the host's issue cost matter
 4. keep every raw sample; the median and IQR are derived on demand, and the result warns about
    itself when the spread is too large to trust.
 
-A `Measurement` keeps seconds *per call*, so bandwidth is always nbytes / seconds.
+A `Measurement` keeps seconds *per call*, so bandwidth is always nbytes / seconds. `sampled` is that method
+with the clock left open (`time_host` and `time_cuda` give it theirs); `inner_for` is its one calibration rule.
+`time_collectives` is nccl-tests' loop for collectives on many ranks: one `time_host` sample per barrier.
 
 `time_blocked` (p2pBandwidthLatencyTest's delay kernel, nvbandwidth's spin kernel) and `time_graph`
 take a *stream*: the one stream interface of labkit (`FakeStream` here, a simulated CUDA stream for
