@@ -14,11 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
 
-reinstall=
-args=()
-for a in "$@"; do
-  if [ "$a" = --reinstall ]; then reinstall=reinstall; else args+=("$a"); fi
-done
+labkit_args "$@"
 labkit_venv lab,run "$reinstall" jupyter-lab
 
 if [ "$(id -u)" = 0 ] && [[ " ${args[*]-} " != *" --allow-root "* ]]; then

@@ -10,11 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
 
-reinstall=
-args=()
-for a in "$@"; do
-  if [ "$a" = --reinstall ]; then reinstall=reinstall; else args+=("$a"); fi
-done
+labkit_args "$@"
 labkit_venv test,lab,browser "$reinstall" pytest
 
 # Test files run in parallel (pytest-xdist, one file per worker at a time, so a file's fixtures —

@@ -1,5 +1,6 @@
 # Sourced by scripts/lab.sh and scripts/test.sh (not run on its own): install labkit into .venv when needed.
 #
+#   labkit_args "$@"                  sets reinstall (non-empty if --reinstall was given) and args (the rest)
 #   labkit_venv EXTRAS [reinstall]
 #
 # Installs only when .venv has no record of an install of these EXTRAS for the current pyproject.toml and
@@ -12,6 +13,14 @@
 #                            https://download.pytorch.org/whl/cpu (a laptop or VM without an NVIDIA GPU);
 #   LABKIT_TORCH_SPEC=SPEC   that requirement, e.g. 'torch==2.13.0' (CI: the CPU wheel its machines hold).
 # Neither: pip's default index, which on Linux gives the CUDA build.
+
+labkit_args() {
+  reinstall=
+  args=()
+  for a in "$@"; do
+    if [ "$a" = --reinstall ]; then reinstall=reinstall; else args+=("$a"); fi
+  done
+}
 
 labkit_venv() {
   local extras=$1 reinstall=${2:-} need=${3:-}
