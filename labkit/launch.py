@@ -183,13 +183,6 @@ def rank_info() -> RankInfo:
     return _INFO
 
 
-def rank_device():
-    """Inside a worker: the torch.device this rank's tensors should live on (cpu for gloo)."""
-    import torch
-
-    return torch.device(rank_info().device)
-
-
 def launch(
     worker_fn: Callable,
     world_size: int,
