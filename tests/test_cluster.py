@@ -243,3 +243,11 @@ def test_pat_runs_all_gather_with_one_gpu_per_node_only():
     assert cluster.predict(one, 16, GiB, op="all_gather").algorithm == "ring"  # PAT's bandwidth is x0.75 (:337)
     with pytest.raises(ValueError, match="PAT"):
         cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 1 << 20, op="all_gather", algorithm="pat")
+
+
+def test_one_node_bound_names_no_network():
+    """A single node has no NIC in the path: no algorithm's bound may name one (the tree is a chain there)."""
+    s = cluster.system_from_facts(gpus_per_node=8, gpu="H100", nics_per_node=0, nic_GBps=0)
+    bounds = {p.algorithm: p.bound for p in cluster.alternatives(s, 1, GiB)}
+    assert "tree" in bounds
+    assert not any("NIC" in b or "network" in b for b in bounds.values()), bounds

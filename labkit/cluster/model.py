@@ -91,6 +91,8 @@ def _bound(system: System, m: int, algo: str, g: nccl.Graph, t: nccl.Topo) -> tu
             return ("one NIC" if system.nics_per_node == 1 else "NIC sum"), notes
         return "NVLink", notes
     if algo == "tree":
+        if m == 1:  # no network: the tree is a chain through the node's GPUs
+            return ("intra-node chain (NVLink)" if system.nvlink_GBps else "intra-node chain (PCIe)"), notes
         if m == 2:
             notes.append(
                 "the 2-node tree: each node sends S (not 2(N-1)/N S) into the network, so busbw can read up to "
