@@ -306,7 +306,6 @@ def cli_records(
     *,
     nvls: bool = False,
     sharp: bool = False,
-    gpu: str | None = None,
 ) -> list[dict]:
     """`labkit model --nodes ...`: one record per algorithm that applies, NCCL's pick marked. `--bandwidth` is the
     GPU's NVLink line rate per direction (450 for H100); NCCL's own rates are derived from it (labkit.cluster.nccl)."""
@@ -322,7 +321,6 @@ def cli_records(
         raise ValueError("--nic-bandwidth and --nics-per-node are needed when --nodes is above 1")
     system = system_from_facts(
         gpus_per_node=g,
-        gpu=gpu,
         nvlink_GBps=bandwidth_GBps,
         nics_per_node=nics_per_node or 0,
         nic_GBps=nic_bandwidth_GBps or 0.0,

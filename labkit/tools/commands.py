@@ -168,13 +168,7 @@ def _check_model_flags(args) -> None:
     Checked here, before any model runs, so every message names the flags the user typed."""
     N, g, m = args.gpus, args.gpus_per_node, args.nodes
     if m is not None:
-        if N % m:
-            raise ValueError(f"--nodes ({m}) must divide --gpus ({N}): every node holds the same number of GPUs")
-        if g is not None and g * m != N:
-            raise ValueError(f"--gpus-per-node ({g}) must equal --gpus / --nodes ({N}/{m} = {N // m})")
-        if m > 1 and (args.nic_bandwidth is None or args.nics_per_node is None):
-            raise ValueError("--nic-bandwidth and --nics-per-node are needed when --nodes is above 1")
-        return
+        return  # the cluster flags are checked by labkit.cluster.cli_records, in the same words
     cluster = {"--nic-bandwidth": args.nic_bandwidth, "--nics-per-node": args.nics_per_node}
     given = [f for f, v in cluster.items() if v is not None] + [f for f in ("--nvls", "--sharp") if vars(args)[f[2:]]]
     if given:
@@ -219,7 +213,7 @@ def cmd_model(args) -> int:
 
 
 def _cluster_model(args, S: int) -> int:
-    """`labkit model --nodes N ...`: every algorithm that applies on that cluster (labkit.hierarchy.cluster_model)."""
+    """`labkit model --nodes N ...`: every algorithm that applies on that cluster (labkit.cluster)."""
     rows = cluster_model.cli_records(
         S,
         args.gpus,
