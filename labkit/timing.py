@@ -296,7 +296,8 @@ def time_blocked(
 
     The one retry rule: an early-released sample is redone with the spin doubled (the longer spin is
     kept for later samples), at most MAX_SPIN_RETRIES times; after that the last try is kept, counted
-    in `released_early` and warned about. Why not raise: a spin 8× the measured issue time plus 1 ms that
+    in `released_early` and warned about, and the next sample starts from the spin this one started
+    with (otherwise the spin would grow 2^MAX_SPIN_RETRIES-fold per such sample, without bound). Why not raise: a spin 8× the measured issue time plus 1 ms that
     still ends early means the host was descheduled mid-batch; more doubling only lengthens the run,
     raising would throw away the valid samples of the run, and the kept sample is still an upper bound
     of the GPU time (t ≈ max(t_gpu, t_issue)) — so it is kept, labelled, never silently.
@@ -315,6 +316,7 @@ def time_blocked(
     gpu, issue, pipe = [], [], []
     retries = early = 0
     for _ in range(repeats):
+        spin_before = spin
         for attempt in range(MAX_SPIN_RETRIES + 1):
             stream.block(spin)
             start = stream.record()
@@ -330,8 +332,9 @@ def time_blocked(
             if attempt < MAX_SPIN_RETRIES:
                 retries += 1
                 spin *= 2
-        else:
+        else:  # doubling did not help (the host, not the spin, was late): later samples start from the old spin
             early += 1
+            spin = spin_before
         gpu.append(stream.elapsed(start, end) / calls)
         issue.append((t1 - t0) / calls)
         if unblocked:
