@@ -26,6 +26,7 @@ from .commands import (
     cmd_student,
 )
 from .explain import command as explain_cmd
+from .notebooks import CELL_TIMEOUT_S
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +124,7 @@ def _add_run(sub) -> None:
     run.add_argument("--quick", action="store_true")
     run.add_argument("--reference", default=None, help="dataset name or profile folder to replay")
     run.add_argument("--html", action="store_true", help="also export each executed notebook to HTML")
-    run.add_argument("--timeout", type=flags.whole(1), default=1800, help="seconds per cell before giving up")
+    run.add_argument("--timeout", type=flags.whole(1), default=CELL_TIMEOUT_S, help="seconds per cell before giving up")
     run.set_defaults(func=cmd_run)
 
 
@@ -178,7 +179,7 @@ def _add_site(sub) -> None:
     si.add_argument("--out", required=True, help="folder for the site (index.html and one page per notebook)")
     si.add_argument("--quick", action="store_true", help="smaller live CPU sweeps")
     si.add_argument("--executed", help="use already-executed notebooks from this folder instead of running them")
-    si.add_argument("--timeout", type=flags.whole(1), default=1800, help="seconds per cell before giving up")
+    si.add_argument("--timeout", type=flags.whole(1), default=CELL_TIMEOUT_S, help="seconds per cell before giving up")
     si.set_defaults(func=cmd_site)
 
 

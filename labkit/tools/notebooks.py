@@ -9,6 +9,9 @@ from pathlib import Path
 from .. import reference
 from ..fileio import atomic_write_text
 
+#: Seconds one notebook cell may run before papermill gives up (`labkit run/site --timeout`).
+CELL_TIMEOUT_S = 1800
+
 NOTEBOOKS = (
     "01_pcie_latency_curve",
     "02_pinned_vs_pageable",
@@ -115,7 +118,7 @@ def run_notebook(
     quick=True,
     reference=None,
     html=False,
-    timeout=1800,
+    timeout=CELL_TIMEOUT_S,
     extra_parameters: dict | None = None,
 ) -> dict:
     """Execute one notebook; returns {notebook, ok, seconds, output, results, error}."""

@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 
 from ... import __version__
-from ..notebooks import available, find_notebook, run_notebook
+from ..notebooks import CELL_TIMEOUT_S, available, find_notebook, run_notebook
 from . import prepare
 from . import sphinx as sphinx_site
 
@@ -136,7 +136,9 @@ def _execute(out: Path, names, executed_dir, quick, timeout, progress) -> dict[s
     return executed
 
 
-def build_site(out_dir, *, executed_dir=None, quick: bool = False, timeout: float = 1800, progress=print) -> list[Page]:
+def build_site(
+    out_dir, *, executed_dir=None, quick: bool = False, timeout: float = CELL_TIMEOUT_S, progress=print
+) -> list[Page]:
     """Write the site into `out_dir`; execute the notebooks unless `executed_dir` holds executed copies.
 
     Raises RuntimeError naming the extra when the site tools are missing, naming every
