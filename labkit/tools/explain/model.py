@@ -89,7 +89,8 @@ def preset(name: str):
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.0)
         raise ValueError(f"--system {name!r} is not a known system; closest: {', '.join(close)} (all: {names})")
-    return cluster.preset(name), _facts(cluster.preset(name), name)
+    system = cluster.preset(name)
+    return system, _facts(system, name)
 
 
 def subset(system, gpus: int, name: str):
