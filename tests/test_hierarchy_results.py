@@ -22,6 +22,14 @@ def test_the_recorded_cliff_against_the_healthy_model():
     assert cliff.label.startswith("recorded: H100") and "÷3.06" in cliff.report()
 
 
+def test_explained_runs_word_every_run_and_an_invalid_one_without_a_ratio():
+    explained = views.ExplainedRuns()  # nccl-tests#290 against 8x H100 + 8 NDR
+    text = explained.report()
+    assert text.count("\n- ") == len(explained.rows) == 3 and "recorded 89.9 GB/s busbw" in text
+    invalid = {"nodes": 2, "algorithm": None, "verdict": "invalid", "ratio": None, "invalid_reasons": ["no data"]}
+    assert explained._line(invalid) == "- 2 node(s), no model: **invalid** — no data"  # no format of None
+
+
 def test_validation_counts_the_healthy_runs_and_shows_every_dataset():
     val = cluster.validation()
     view = views.ValidationView(val)

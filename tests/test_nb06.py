@@ -57,6 +57,9 @@ def test_nb06_reference_mode(run_nb):
     # replaces the old model's "80 plateau points within ±30%"); NCCL's default at 2 nodes (NVLSTree) loses little
     assert n["healthy_runs_within_10pct"] == n["healthy_multi_node_runs"] >= 9
     assert 1.0 <= n["model_h100_cliff_nccl_pick"] < n["model_h100_cliff_healthy_ring"]
+    # exercise 5 through labkit explain: issue 290's one node is healthy, both of its two-node runs far below
+    assert exp["explain_issue290"]["1n_nvls"]["verdict"] == "healthy"
+    assert all(exp["explain_issue290"][f"2n_{a}"]["ratio"] < 0.5 for a in ("ring", "nvls_tree"))
     _summary_quotes_the_run(n)
     # the healthy-cluster table: five recorded systems predicted at 1, 2 and 8 nodes (and 4 where recorded)
     assert r["experiments"]["healthy_cluster"]["systems"] == 5 and r["experiments"]["healthy_cluster"]["rows"] >= 15
