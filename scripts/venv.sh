@@ -1,7 +1,7 @@
 # Sourced by scripts/lab.sh and scripts/test.sh (not run on its own): install labkit into .venv when needed.
 #
 #   labkit_args "$@"                  sets reinstall (non-empty if --reinstall was given) and args (the rest)
-#   labkit_venv EXTRAS [reinstall]
+#   labkit_venv EXTRAS [reinstall] [NEED]  NEED: a command the caller runs from .venv/bin (e.g. pytest)
 #
 # Installs only when .venv has no record of an install of these EXTRAS for the current pyproject.toml and
 # torch choice (.venv/.labkit-install-EXTRAS holds a hash of them), when the command the caller needs is
