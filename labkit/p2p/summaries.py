@@ -107,7 +107,8 @@ def ratio_table(sources: Sequence):
     """Per system: bidirectional ÷ unidirectional and staged ÷ P2P latency, medians over GPU pairs.
 
     A full-duplex link (NVLink, PCIe peer-to-peer) gives bi/uni ≈ 2; a copy staged through host
-    memory shares the host's links and memory in both directions, so it gets far less.
+    memory shares the host's links and memory in both directions, so it gets far less. A system with none of
+    these pairs of numbers has no row; a blank (NaN) cell is a pair that system's source did not measure.
     """
     import numpy as np
     import pandas as pd
@@ -124,7 +125,8 @@ def ratio_table(sources: Sequence):
         row["latency staged (µs)"] = off if off else np.nan
         row["staged ÷ P2P latency"] = off / on if on and off else np.nan
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return table.dropna(how="all", subset=[c for c in table.columns if c != "system"])
 
 
 def staged_bandwidth_model(h2d_GBps: float, d2h_GBps: float) -> dict:
