@@ -54,7 +54,7 @@ def list_datasets(folder: str | os.PathLike | None = None, kind: str | None = No
     names = []
     for d in _search_dirs(folder):
         if not d.is_dir():
-            raise DatasetError(f"{d}: no such folder")
+            raise DatasetError(f"{d}: " + ("is a file, not a folder of datasets" if d.exists() else "no such folder"))
         for meta_path in sorted(d.glob("*.meta.json")):
             name = meta_path.name[: -len(".meta.json")]
             if kind is not None:

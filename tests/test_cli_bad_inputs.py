@@ -65,7 +65,7 @@ CASES = [
     (["ref", "show", DS, "--rows", "-3"], "--rows"),
     (["ref", "show", DS, "--rows", "many"], "--rows"),
     (["ref", "list", "--folder", "{tmp}/nosuch"], "nosuch"),
-    (["ref", "list", "--folder", "{file}"], "afile.txt"),
+    (["ref", "list", "--folder", "{file}"], "afile.txt: is a file, not a folder"),
     (["ref", "list", "--kind", "teleport_sweep"], "--kind"),
     (["ref", "teleport"], "teleport"),
     (["ref", "import-log", "{dir}", "--name", "x"], "adir"),
