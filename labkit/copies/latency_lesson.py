@@ -112,9 +112,7 @@ class Fits:
     def report(self) -> list:
         if self.table.empty:
             return ["No curve has enough sizes to fit α and β: see the points table above."]
-        table, f = self.table[FIT_COLUMNS].round(2), self.primary_fit
-        if f is None:
-            return [table]
+        table, f = self.table[FIT_COLUMNS].round(2), self.primary_fit  # a table row: a sweep, so a primary fit
         return [
             table,
             f"primary curve: {self.primary.label}\n\nα = {f.latency_s * 1e6:.2f} µs, β = {f.bandwidth_GBps:.2f} GB/s, "
@@ -277,8 +275,9 @@ class Explore:
 
     curves: list
 
-    @property
+    @cached_property
     def by_system(self) -> dict:
+        """Each fitted curve by its short name, fitted once (not again on every move of the widget)."""
         return {c.short: c for c in self.curves if c.fit() is not None}
 
     @property
