@@ -43,11 +43,6 @@ def protocol_table():
     return pd.DataFrame(rows)
 
 
-def launch_overhead_us() -> float:
-    f = ref.load(PROTOCOL_DATASET).frame
-    return float(f[f.quantity.str.startswith("CUDA launch time")].value.iloc[0])
-
-
 def small_message_latency():
     """Rows (protocol, N, steps = 2(N−1), time_us) of nccl-tests#123: table 1 (default protocol, `-g N`) and
     table 2's totals (`-t N`, one protocol forced each; the author's '~' values). Per-step rows are left out:
