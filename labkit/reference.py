@@ -77,11 +77,16 @@ def _resolve(name_or_path: str | os.PathLike, folder) -> tuple[Path, Path]:
         csv, meta = d / f"{name_or_path}.csv", d / f"{name_or_path}.meta.json"
         if meta.exists() or csv.exists():
             return csv, meta
-    import difflib  # the three closest names, not a dump of every dataset
-
-    near = difflib.get_close_matches(str(name_or_path), list_datasets(folder), n=3, cutoff=0.0)
-    hint = f"did you mean: {', '.join(near)}?" if near else "there are none"
+    hint = closest(name_or_path, list_datasets(folder))
     raise DatasetError(f"no dataset named {str(name_or_path)!r}; {hint} (see `labkit ref list`)")
+
+
+def closest(name, choices) -> str:
+    """'did you mean: a, b, c?' — the three closest names (difflib), never a list of every name."""
+    import difflib
+
+    best = difflib.get_close_matches(str(name), list(choices), n=3, cutoff=0.0)
+    return f"did you mean: {', '.join(best)}?" if best else "there are none"
 
 
 def load(name: str | os.PathLike, folder: str | os.PathLike | None = None) -> Dataset:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import reference
 from ..fileio import atomic_write_text
+from ..reference import closest
 
 #: Seconds one notebook cell may run before papermill gives up (`labkit run/site --timeout`).
 CELL_TIMEOUT_S = 1800
@@ -42,14 +43,6 @@ def find_notebook(name: str) -> Path:
         have = [x.stem for x in sorted(d.glob("*.ipynb"))]
         raise FileNotFoundError(f"no notebook named {name!r}; {closest(name, have)}")
     return hits[0]
-
-
-def closest(name: str, choices) -> str:
-    """'did you mean: a, b, c?' — the three closest names (difflib), never a list of every name."""
-    import difflib
-
-    best = difflib.get_close_matches(str(name), list(choices), n=3, cutoff=0.0)
-    return f"did you mean: {', '.join(best)}?" if best else "there are none"
 
 
 def check_reference(ref, flag: str = "reference=") -> None:
