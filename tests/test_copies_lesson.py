@@ -40,7 +40,7 @@ def test_the_ratio_at_the_largest_size_is_recorded_with_its_range_and_check(surv
     assert ratio.of("dgx_a100", "h2d") == pytest.approx(
         t[t.dataset.str.contains("dgx_a100") & (t.direction == "h2d")].ratio.iloc[0]
     )
-    assert not plots.figure_problems(ratio.plot())
+    assert not plots.figure_problems(ratio.figure())
 
 
 def test_a_reference_without_pageable_numbers_records_no_ratio_and_says_so():

@@ -79,8 +79,8 @@ class Ratios:
     def at_largest(self):
         return pvp.largest_size_ratios(self.survey.ratios)
 
-    def plot(self):
-        """Pinned ÷ pageable against size (a figure the notebook checks and shows itself, before the table)."""
+    def figure(self):
+        """Pinned ÷ pageable against size, shown before the table."""
         fig, ax = plots.figure(width=9, height=7)
         pvp.draw_ratios(ax, self.survey.ratios)
         return fig
