@@ -160,7 +160,8 @@ class Invariants:
         }
 
     def report(self) -> str:
-        return f"{self.checks()} over spec: {self.over_spec}"
+        checks = ", ".join(f"{name} {'✓' if ok else '✗'}" for name, ok in self.checks().items())
+        return f"{checks}; over its PCIe generation's spec: {', '.join(self.over_spec) or 'none'}"
 
 
 @dataclass(frozen=True)
