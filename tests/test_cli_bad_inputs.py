@@ -84,7 +84,8 @@ CASES = [
     (["record", "--out", "{file}"], "afile.txt"),
     (["record", "--out", "/proc/labkit-cannot-write-here"], "/proc/labkit-cannot-write-here"),
     (["record", "--out", "{tmp}/p", "--only", "teleport"], "--only"),
-    (["record", "--out", "{full}"], "--force"),
+    (["record", "--out", "{full}"], "no labkit profile"),
+    (["record", "--out", "{full}", "--force"], "no labkit profile"),  # --force replaces a profile, nothing else
     (["record"], "--out"),
     # labkit run: notebooks, reference, mode, timeout, --out — all before a kernel starts
     (["run", "no_such_notebook"], "no_such_notebook"),

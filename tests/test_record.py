@@ -32,13 +32,24 @@ def test_record_host_only_profile_and_replay(tmp_path):
 
 def test_record_refuses_to_overwrite_without_force(tmp_path):
     out = tmp_path / "profile"
-    out.mkdir()
-    (out / "keep.txt").write_text("mine")
+    _previous_profile(out)
+    (out / "note.txt").write_text("mine")  # a file of the old profile's folder: gone once it is replaced
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(FileExistsError, match="--force"):
         record(out, quick=True, only=["copy"], progress=lambda *_: None)
-    assert (out / "keep.txt").read_text() == "mine"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     record(out, quick=True, only=["copy"], force=True, progress=lambda *_: None)
-    assert not (out / "keep.txt").exists() and (out / "profile.json").exists()
+    assert not (out / "note.txt").exists() and (out / "profile.json").exists()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_record_never_replaces_a_folder_that_is_not_a_profile(tmp_path, force):
+    out = tmp_path / "Documents"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="no labkit profile"):
+        record(out, quick=True, only=["copy"], force=force, progress=lambda *_: None)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "mine"
 
 
 def test_shipped_data_is_never_overwritten_without_force():

@@ -90,7 +90,11 @@ def load_source(spec: str) -> Source:
         if not names:
             raise CompareError(
                 f"{spec}: not a profile folder (no <name>.meta.json datasets); "
-                f"write one with `labkit record --out {spec}`"
+                + (
+                    f"write one with `labkit record --out {spec}`"
+                    if not any(p.iterdir())
+                    else "name a folder that `labkit record --out` wrote"
+                )
             )
         datasets = tuple(reference.load(n, p) for n in names)
         env = info.get("environment") or datasets[0].meta.get("environment") or {}

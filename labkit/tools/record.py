@@ -36,8 +36,13 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
     shipped = data_dir().resolve()
     if out == shipped and not force:
         raise FileExistsError(f"{out} is labkit's shipped reference data; pass --force to write into it")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise FileExistsError(f"{out} already holds a profile; pass --force to replace it")
+    if out.exists() and any(out.iterdir()) and out != shipped:
+        if not (out / PROFILE_FILE).exists():  # --force replaces a profile, never a folder of other files
+            raise FileExistsError(
+                f"{out} holds files but no labkit profile (no {PROFILE_FILE}): give --out a new or empty folder"
+            )
+        if not force:
+            raise FileExistsError(f"{out} already holds a profile; pass --force to replace it")
     known = recorders() if RECORDERS is None else RECORDERS
     unknown = set(only or ()) - set(known)
     if unknown:
