@@ -153,7 +153,10 @@ def run_sphinx(src: Path, out: Path, timeout: float = 600) -> None:
     doctrees = Path(out) / ".doctrees"
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", "-d", str(doctrees), str(src), str(out)]
     env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"sphinx-build did not finish in {timeout:g} s (rendering the pages into {out})") from None
     if r.returncode != 0:
         raise RuntimeError(f"sphinx-build failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
     shutil.rmtree(doctrees, ignore_errors=True)
