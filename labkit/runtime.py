@@ -323,6 +323,8 @@ class Session:
         `save()` records the `figures_labelled` check and the problems found.
         """
         self.figures_checked += 1
+        # A doubled provenance prefix is a label built wrong: reported as drawn, before tidy() hides it on screen.
+        self.figure_problems.extend(p for p in legend_problems(fig) if "doubled prefix" in p)
         tidy(fig)  # legible legends: one provenance prefix, no look-alike lines, 8 pt text
         self.figure_problems.extend(figure_problems(fig) + legend_problems(fig))
         return fig

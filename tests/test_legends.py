@@ -58,10 +58,12 @@ def test_distinct_styles_keep_their_shared_colour():
 
 
 def test_every_notebook_figure_goes_through_tidy(tmp_path):
+    """Look-alike lines and small text are tidied away; a doubled prefix is tidied on screen but still reported,
+    because the label was built wrong (tests/test_runtime.py)."""
     session = Session("01_pcie_latency_curve", "reference", True, None, str(tmp_path / "r.json"))
     fig, _ = _crowded()
     session.figure(fig)
-    assert session.figure_problems == []
+    assert session.figure_problems and all("doubled prefix" in p for p in session.figure_problems)
 
 
 def test_a_recorded_label_says_recorded_once():

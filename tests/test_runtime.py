@@ -212,3 +212,20 @@ def test_present_takes_a_result_with_only_some_methods():
     s.present(Numbers())
     s.present(object())  # nothing to show is not an error
     assert s.numbers == {"n_half_bytes": 4096.0} and s.figures_checked == 0
+
+
+def test_a_doubled_provenance_prefix_is_reported_though_tidy_hides_it():
+    """tidy() shows 'recorded: recorded: x' as 'recorded: x', but the label was built wrong: the check still fails."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from labkit import plots
+    from labkit.runtime import Session
+
+    fig, ax = plots.figure()
+    plots.line(ax, [1, 2], [1, 2], "recorded: recorded: some system")
+    plots.finish(ax, "Demo", "size (B)", "time (s)", source="recorded")
+    s = Session("demo", "reference")
+    s.figure(fig)
+    assert any("doubled prefix" in p for p in s.figure_problems)
+    assert s.summary()["checks"]["figures_labelled"] is False
