@@ -8,6 +8,7 @@ import pytest
 from labkit import cluster
 from labkit.cluster import views
 from labkit.hierarchy import slowlink, torchrun
+from labkit.tools.explain import ExplainedRuns
 
 GiB = 1 << 30
 
@@ -23,7 +24,7 @@ def test_the_recorded_cliff_against_the_healthy_model():
 
 
 def test_explained_runs_word_every_run_and_an_invalid_one_without_a_ratio():
-    explained = views.ExplainedRuns()  # nccl-tests#290 against 8x H100 + 8 NDR
+    explained = ExplainedRuns()  # nccl-tests#290 against 8x H100 + 8 NDR
     text = explained.report()
     assert text.count("\n- ") == len(explained.rows) == 3 and "recorded 89.9 GB/s busbw" in text
     invalid = {"nodes": 2, "algorithm": None, "verdict": "invalid", "ratio": None, "invalid_reasons": ["no data"]}

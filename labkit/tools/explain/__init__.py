@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ...cluster.views import H290
 from . import model, rules
 from .runs import Run, derive_world_size, load_runs
 
@@ -224,3 +225,29 @@ def explain(source: str, *, run: int | None = None, **facts) -> list[dict]:
                 raise ValueError(f"{e} (run {runs.index(r) + 1} of {len(runs)}; explain one with --run N)") from None
             raise
     return results
+
+
+class ExplainedRuns:
+    """Notebook 06's exercise 5 through `labkit explain` (`labkit.tools.explain.explain`, the same call that reads
+    a user's own nccl-tests log): every run of a recorded dataset against the model of a preset system."""
+
+    def __init__(self, dataset: str = H290, system: str = "h100_ndr_8nic", experiment: str = "explain_issue290"):
+        self.dataset, self.system, self.experiment = dataset, system, experiment
+        self.rows = explain(dataset, system=system)
+
+    def _line(self, r: dict) -> str:
+        where = f"{r['nodes']} node(s), {r['algorithm'] or 'no model'}: **{r['verdict']}**"
+        if r["ratio"] is None:  # an invalid run has no expectation to compare with
+            return f"- {where} — {'; '.join(r.get('invalid_reasons', [])) or 'no model prediction'}"
+        cause = r["causes"][0]["title"] if r["causes"] else "no cause flagged"
+        return (
+            f"- {where}, recorded {r['measured_busbw_GBps']:.1f} GB/s busbw = ×{r['ratio']:.2f} of the model's "
+            f"{r['expected_busbw_GBps']:.0f} GB/s — {cause}"
+        )
+
+    def report(self) -> str:
+        head = f"`labkit explain {self.dataset} --system {self.system}` (recorded runs against NCCL's tuning model):"
+        return "\n".join([head, ""] + [self._line(r) for r in self.rows])
+
+    def notes(self) -> dict:
+        return {f"{r['nodes']}n_{r['algorithm']}": {"verdict": r["verdict"], "ratio": r["ratio"]} for r in self.rows}
