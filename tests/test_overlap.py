@@ -283,6 +283,41 @@ def test_tracer_spans_from_threads():
     assert tl.concurrent_s > 0.005  # sleeping threads do overlap
 
 
+class _FakeCudaEvent:
+    """A CUDA timing event as cudaEventElapsedTime sees it: complete only once its own stream has reached it."""
+
+    def __init__(self, stream, t_s):
+        self.stream, self.t_s = stream, t_s
+
+    @property
+    def done(self):
+        return self.t_s <= self.stream.reached_s
+
+    def synchronize(self):  # cudaEventSynchronize: the host waits until this event's stream reaches it
+        self.stream.reached_s = max(self.stream.reached_s, self.t_s)
+
+    def elapsed_time(self, end):
+        if not (self.done and end.done):
+            raise RuntimeError("CUDA error: device not ready")  # cudaErrorNotReady
+        return (end.t_s - self.t_s) * 1e3  # milliseconds, as torch.cuda.Event.elapsed_time
+
+
+class _FakeCudaStream:
+    def __init__(self, busy_until_s):
+        self.reached_s, self.t_s = -1.0, busy_until_s
+
+    def mark(self):
+        return _FakeCudaEvent(self, self.t_s)
+
+
+def test_tracer_waits_for_the_origin_event_as_well_as_the_mark():
+    main, copy = _FakeCudaStream(busy_until_s=0.5), _FakeCudaStream(busy_until_s=0.0)
+    tr = streams.Tracer(main)  # the origin fires when the compute stream gets to it, at 0.5 s
+    tr.add("copy", "copy", _FakeCudaEvent(copy, 0.6), _FakeCudaEvent(copy, 0.9))  # on the copy stream
+    (span,) = tr.timeline("copy alone", "measured here: test").spans
+    assert (span.start_s, span.end_s) == pytest.approx((0.1, 0.4))  # seconds from the origin
+
+
 # --------------------------------------------------------------------------- the double-buffered loader
 class _Tagged:
     """Host 'device buffers' and a copy that writes batch i's tag, slowly, into a slot."""

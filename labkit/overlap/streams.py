@@ -231,6 +231,11 @@ class Tracer:
     def _seconds(self, mark) -> float:
         if isinstance(mark, float):
             return mark - self.origin
+        # cudaEventElapsedTime needs *both* events completed, else cudaErrorNotReady (CUDA Runtime API, Event
+        # Management); torch's Event.elapsed_time raises it (aten/src/ATen/cuda/CUDAEvent.h). The origin is on the
+        # origin stream and a span's mark often on another (a copy stream): waiting for the mark alone does not
+        # wait for the origin. elapsed_time is in milliseconds (torch.cuda.Event docs).
+        self.origin.synchronize()
         mark.synchronize()
         return self.origin.elapsed_time(mark) / 1e3
 
