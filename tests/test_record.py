@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit import reference
+from labkit.tools.cli import main
 from labkit.tools.record import record
 
 HERE = Path(__file__).resolve().parent
@@ -52,11 +53,21 @@ def test_record_never_replaces_a_folder_that_is_not_a_profile(tmp_path, force):
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "mine"
 
 
-def test_shipped_data_is_never_overwritten_without_force():
-    before = sorted(p.name for p in reference.data_dir().iterdir())
-    with pytest.raises(FileExistsError, match="shipped reference data"):
-        record(reference.data_dir(), quick=True, only=["copy"], progress=lambda *_: None)
-    assert sorted(p.name for p in reference.data_dir().iterdir()) == before
+@pytest.mark.parametrize("force", [[], ["--force"]])
+@pytest.mark.parametrize("inside", ["", "profiles/h100_pcie5_vm_20261123", "profiles/new"])
+def test_record_refuses_an_out_inside_the_shipped_data_even_with_force(tmp_path, monkeypatch, capsys, inside, force):
+    # a stand-in for the shipped data/ folder, so that a regression replaces a copy, not the checkout's data
+    shipped = tmp_path / "data"
+    (shipped / "profiles" / "h100_pcie5_vm_20261123").mkdir(parents=True)
+    (shipped / "profiles" / "h100_pcie5_vm_20261123" / "profile.json").write_text("{}")
+    (shipped / "a.meta.json").write_text("{}")
+    monkeypatch.setattr("labkit.tools.record.data_dir", lambda: shipped)
+    monkeypatch.setattr("labkit.tools.record.RECORDERS", {"copy": "labkit.copies.bench_copy"})
+    before = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*"))
+    assert main(["record", "--out", str(shipped / inside), "--quick", "--only", "copy", *force]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "inside labkit's shipped reference data" in err[0] and "--out" in err[0], err
+    assert sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*")) == before
 
 
 def test_unknown_experiment_is_rejected(tmp_path):

@@ -34,9 +34,12 @@ def record(out: str | os.PathLike, quick: bool = False, force: bool = False, onl
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} is a file, not a profile folder: give --out a new folder's name")
     shipped = data_dir().resolve()
-    if out == shipped and not force:
-        raise FileExistsError(f"{out} is labkit's shipped reference data; pass --force to write into it")
-    if out.exists() and any(out.iterdir()) and out != shipped:
+    if out == shipped or shipped in out.parents:  # --force or not: a profile replaces the whole folder it names
+        raise ValueError(
+            f"--out {out} is inside labkit's shipped reference data ({shipped}): record into a folder of your own "
+            f"(a shipped profile is copied into {shipped / 'profiles'} afterwards, untouched)"
+        )
+    if out.exists() and any(out.iterdir()):
         if not (out / PROFILE_FILE).exists():  # --force replaces a profile, never a folder of other files
             raise FileExistsError(
                 f"{out} holds files but no labkit profile (no {PROFILE_FILE}): give --out a new or empty folder"
