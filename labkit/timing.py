@@ -365,13 +365,20 @@ def time_graph(stream, replay: Callable[[], object], calls: int, repeats: int = 
 _SPIN_CYCLES_PER_S: dict[int, float] = {}
 
 
-def spin_cycles_per_s(device: int) -> float:  # pragma: no cover - needs a GPU
-    """How many `torch.cuda._sleep` cycles one second of spin takes on `device` (timed once, then cached)."""
+def spin_cycles_per_s(device: int) -> float:
+    """How many `torch.cuda._sleep` cycles one second of spin takes on `device` (timed once, then cached).
+
+    `_sleep` (aten/src/ATen/cuda/Sleep.cu) spins on `clock64()`, the SM's cycle counter, on the current stream;
+    `a` and `b` are on that stream too, so `b.synchronize()` leaves both complete. elapsed_time is in ms."""
     import torch
 
     if device not in _SPIN_CYCLES_PER_S:
         with torch.cuda.device(device):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            # One untimed spin first: the kernel's first launch loads it (lazy loading, the default on Linux since
+            # CUDA 12.2 and set by torch) while the stream already stands past `a`, and an idle SM clock is still
+            # ramping; timed, both would read as fewer cycles per second, so every spin would be too short.
+            torch.cuda._sleep(CALIBRATION_CYCLES)
             a.record()
             torch.cuda._sleep(CALIBRATION_CYCLES)
             b.record()

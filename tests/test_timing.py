@@ -137,3 +137,50 @@ def test_a_spin_that_never_holds_does_not_grow_from_sample_to_sample():
     per_sample = [1e-3 * 2**k for k in range(timing.MAX_SPIN_RETRIES + 1)]
     assert s.spins == pytest.approx(per_sample * 5)  # bounded: each sample retries from the same spin
     assert r.released_early == 5 and r.retries == 5 * timing.MAX_SPIN_RETRIES
+
+
+class _FakeCudaForCalibration:
+    """torch.cuda as spin_cycles_per_s uses it, on a simulated device clock: a spin of c cycles lasts c / hz, and the
+    first launch of the spin kernel first waits `load_s` on the device's timeline (lazy kernel loading while the
+    stream already stands past the start event)."""
+
+    def __init__(self, hz, load_s):
+        self.hz, self.load_s, self.t, self.loaded = hz, load_s, 0.0, False
+        sim = self
+
+        class Event:
+            def __init__(self, enable_timing):
+                self.t = None
+
+            def record(self):
+                self.t = sim.t
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return (end.t - self.t) * 1e3  # ms
+
+        self.Event = Event
+
+    def device(self, index):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def _sleep(self, cycles):
+        if not self.loaded:
+            self.t, self.loaded = self.t + self.load_s, True
+        self.t += cycles / self.hz
+
+
+def test_spin_calibration_does_not_time_the_first_launch(monkeypatch):
+    import torch
+
+    fake = _FakeCudaForCalibration(hz=1.5e9, load_s=1e-3)
+    for name in ("Event", "device", "_sleep"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name), raising=False)
+    monkeypatch.setattr(timing, "_SPIN_CYCLES_PER_S", {})
+    assert timing.spin_cycles_per_s(0) == pytest.approx(1.5e9, rel=1e-9)  # cycles per second, not per ms
+    fake.hz = 1.0  # cached: measured once per device
+    assert timing.spin_cycles_per_s(0) == pytest.approx(1.5e9, rel=1e-9)
