@@ -100,3 +100,11 @@ def test_present_displays_a_report_list_in_order(capsys):
     Session("demo", "reference", gpus=0).present(Two())
     out = capsys.readouterr().out
     assert out.index("first line") < out.index("second line")
+
+
+def test_a_gpu_run_of_pageable_memory_only_reports_without_a_pinned_median(gpu_run, model):
+    """PageableOverlap.report formatted a missing pinned median (None) and raised TypeError."""
+    frame = gpu_run.frame[gpu_run.frame.memory == "pageable"]
+    only = lesson.GpuOverlap(Shown("overlap", "reference", "recorded", frame, gpu_run.source))
+    text = lesson.PageableOverlap(only, model).report()
+    assert "pinned: not in this run" in text and f"pageable {only.by_memory['pageable']:.2f}" in text

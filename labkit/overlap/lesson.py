@@ -315,9 +315,10 @@ class PageableOverlap:
         return self.gpu.frame is not None and "pageable" in set(self.gpu.table.memory)
 
     def report(self) -> str:
-        if self.measured:
+        if self.measured:  # a run may hold pageable rows only (a profile recorded that way): no pinned η then
             m = self.gpu.by_memory
-            return f"{self.gpu.source}: median η pinned {m.get('pinned'):.2f}, pageable {m.get('pageable'):.2f}"
+            pinned = f"pinned {m['pinned']:.2f}" if "pinned" in m else "pinned: not in this run"
+            return f"{self.gpu.source}: median η {pinned}, pageable {m['pageable']:.2f}"
         return (
             f"{self.model.source}: pinned + side stream {format_time(self.model.overlapped.step_s())} per batch; "
             f"pageable {format_time(self._pageable().step_s())} per batch (= serial) — and a real pageable copy is "
