@@ -80,7 +80,9 @@ COPY_PINNED = "H2D copy from pinned memory"
 COPY_PAGEABLE = "H2D copy from pageable memory"
 
 
-def _empty_host_cache() -> bool:
+def _host_cache_emptier():
+    """torch's call that frees the blocks its pinned-memory cache holds (newest name first), or None where this
+    torch has none — a fact of the installed torch, the same for every call."""
     import torch
 
     for fn in (
@@ -88,9 +90,8 @@ def _empty_host_cache() -> bool:
         getattr(torch._C, "_host_emptyCache", None),
     ):
         if fn is not None:
-            fn()
-            return True
-    return False
+            return fn
+    return None
 
 
 def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device: int = 0) -> list[PinCost]:
@@ -105,11 +106,12 @@ def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device
 
     require_cuda("measure_pin_cost", hint=NO_GPU_HINT)
     out = []
-    emptied = []  # whether each setup could empty torch's pinned-block cache
-
-    def empty_cache():
-        emptied.append(_empty_host_cache())
-
+    empty_cache = _host_cache_emptier()  # run before every cold sample; None: nothing to run, the label says so
+    what = (
+        COLD_PIN
+        if empty_cache is not None
+        else "pin_memory() of a fresh tensor (this torch cannot empty its pinned cache: may be warm)"
+    )
     for n in sizes:
         check_pinned_request(n)
         src = torch.ones(int(n), dtype=torch.uint8)
@@ -122,17 +124,11 @@ def measure_pin_cost(sizes: Sequence[int], *, repeats: int = PIN_REPEATS, device
             label=f"cold pin {format_bytes(n)}",
             nbytes=int(n),
         )
-        have_cache_control = all(emptied)
         warm = timing.time_host(
             lambda: src.pin_memory(), repeats=repeats, label=f"warm pin {format_bytes(n)}", nbytes=int(n)
         )
         pinned = gpu_copy_sweep([n], "h2d", "pinned", repeats=repeats, device=device).measurements[0]
         pageable = gpu_copy_sweep([n], "h2d", "pageable", repeats=repeats, device=device).measurements[0]
-        what = (
-            COLD_PIN
-            if have_cache_control
-            else "pin_memory() of a fresh tensor (this torch cannot empty its pinned cache: may be warm)"
-        )
         out.append(PinCost(int(n), cold, what, warm, pinned, pageable))
     return out
 
