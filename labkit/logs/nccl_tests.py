@@ -17,6 +17,7 @@ variables appear on the command line or in `set by environment` lines).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from . import checks
 from ._model import LogDataset
@@ -65,7 +66,8 @@ CAVEATS = (
 
 _PROGRAM = re.compile(r"\b(" + "|".join(sorted(OPS, key=len, reverse=True)) + r")_perf\w*")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
-_STARTING = re.compile(r"^#\s*Collective test (starting|concluded):\s*(\S+)")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 _PARAMS = re.compile(r"^#\s*nThread\s+\d+")
 _KEYVAL = re.compile(
     r"(nThread|nGpus|minBytes|maxBytes|step:|warmup iters:|iters:|agg iters:|validation:|graph:|"
@@ -168,14 +170,17 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             if run is not None:
                 run.oob = m.group(1)
             continue
-        if _is_preamble(t):
+        if m := _CONCLUDED.match(t):  # after a run: names the binary of a run whose preamble did not
             if run is not None and run.rows:
                 close()
-            if (m := _STARTING.match(t)) and m.group(1) == "concluded":
-                if run is None and datasets and datasets[-1].meta.get("program") is None:
-                    _name_program(datasets, m.group(2))
-            else:
-                pre.take(t)
+            if run is None and datasets and datasets[-1].meta.get("program") is None:
+                _name_program(datasets, m.group(1))
+            continue
+        if found := _Preamble.find(t):
+            if run is not None and run.rows:
+                close()
+            read, m = found
+            read(pre, m)
             continue
         toks = ln.tokens
         if toks and is_integer(toks[0]) and (run is not None or _headerless(toks)):
@@ -206,17 +211,6 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
         pre.other(t)
     close()
     return datasets, skipped
-
-
-def _is_preamble(t: str) -> bool:
-    return bool(
-        _VERSION.match(t)
-        or _STARTING.match(t)
-        or _PARAMS.match(t)
-        or _RANK.match(t)
-        or _REDUCED.match(t)
-        or (_NCCL_VERSION.search(t) and not _ENV_SET.search(t))
-    )
 
 
 def _headerless(toks: list[str]) -> bool:
@@ -312,31 +306,53 @@ class _Preamble:
         self.in_block = self.continued = False
         self.block: list[str] = []
 
-    def take(self, t: str) -> None:
-        """Read a preamble line (one `_is_preamble` accepts)."""
-        if m := _VERSION.match(t):
-            self.version, self.headers, self.library = m.groups()
-        elif m := _STARTING.match(t):
-            self.program, self.from_binary_line = m.group(2), True
-        elif _PARAMS.match(t):
-            self.params = {k.rstrip(":"): v for k, v in _KEYVAL.findall(t)}
-        elif m := _RANK.match(t):
-            rank, group, pid, host, dev, bus, name = m.groups()
-            self.ranks.append(
-                {
-                    "rank": int(rank),
-                    "group": None if group is None else int(group),
-                    "pid": int(pid),
-                    "host": host,
-                    "device": int(dev),
-                    "bus_id": bus,
-                    "gpu": name,
-                }
-            )
-        elif m := _REDUCED.match(t):
-            self.params = {**self.params, "maxBytes_stated": self.params.get("maxBytes"), "maxBytes": m.group(1)}
-        elif m := _NCCL_VERSION.search(t):
-            self.nccl = m.group(1)
+    def _version(self, m: re.Match) -> None:
+        self.version, self.headers, self.library = m.groups()
+
+    def _starting(self, m: re.Match) -> None:
+        self.program, self.from_binary_line = m.group(1), True
+
+    def _params(self, m: re.Match) -> None:
+        self.params = {k.rstrip(":"): v for k, v in _KEYVAL.findall(m.string)}
+
+    def _rank(self, m: re.Match) -> None:
+        rank, group, pid, host, dev, bus, name = m.groups()
+        self.ranks.append(
+            {
+                "rank": int(rank),
+                "group": None if group is None else int(group),
+                "pid": int(pid),
+                "host": host,
+                "device": int(dev),
+                "bus_id": bus,
+                "gpu": name,
+            }
+        )
+
+    def _reduced(self, m: re.Match) -> None:
+        self.params = {**self.params, "maxBytes_stated": self.params.get("maxBytes"), "maxBytes": m.group(1)}
+
+    def _nccl(self, m: re.Match) -> None:
+        self.nccl = m.group(1)
+
+    #: The preamble's lines: (how to find one, the method that reads it); the first that matches reads the line.
+    #: 'NCCL version' counts anywhere in a line (an NCCL INFO line says it) but not in a 'set by environment' line.
+    GRAMMAR = (
+        (_VERSION.match, _version),
+        (_STARTING.match, _starting),
+        (_PARAMS.match, _params),
+        (_RANK.match, _rank),
+        (_REDUCED.match, _reduced),
+        (lambda t: None if _ENV_SET.search(t) else _NCCL_VERSION.search(t), _nccl),
+    )
+
+    @classmethod
+    def find(cls, t: str) -> tuple[Callable[[_Preamble, re.Match], None], re.Match] | None:
+        """(the method that reads `t`, its match), or None if `t` is not a preamble line."""
+        for match, read in cls.GRAMMAR:
+            if m := match(t):
+                return read, m
+        return None
 
     def env_from(self, t: str) -> None:
         if m := _ENV_SET.search(t):
