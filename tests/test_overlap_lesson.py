@@ -72,16 +72,21 @@ def test_the_loader_self_test_records_both_checks():
     assert t.checks() == {"loader_every_batch_once_in_order": False, "loader_buffers_intact": True}
 
 
-def test_host_overlap_reads_eta_at_ratio_1_from_its_table():
+def _host_frame():
+    """A host run of three compute/copy ratios, one repeat each: copy 1 s, compute = ratio, both as given."""
     import pandas as pd
 
     rows = []
-    for ratio, both in ((0.5, 1.0), (1.0, 1.2), (2.0, 2.5)):  # copy 1 s; compute = ratio; both as given
+    for ratio, both in ((0.5, 1.0), (1.0, 1.2), (2.0, 2.5)):
         for scenario, end in ((timelines.COPY_ALONE, 1.0), (timelines.COMPUTE_ALONE, ratio), (timelines.BOTH, both)):
             rows.append({"scenario": scenario, "compute_to_copy": ratio, "repeat": 0, "end_s": end, "nbytes": 8})
     frame = pd.DataFrame(rows)
     frame.attrs["source"] = "measured here: test"
-    host = lesson.HostOverlap(frame, 0.5)
+    return frame
+
+
+def test_host_overlap_reads_eta_at_ratio_1_from_its_table():
+    host = lesson.HostOverlap(_host_frame(), 0.5)
     assert host.at_1.efficiency == pytest.approx(timelines.overlap_efficiency(1.0, 1.0, 1.2))  # 0.8
     assert host.bucket == "high" and host.numbers() == {"host_efficiency_at_ratio_1": pytest.approx(0.8)}
     assert host.notes()["efficiency"] == [1.0, 0.8, 0.5]
@@ -108,3 +113,12 @@ def test_a_gpu_run_of_pageable_memory_only_reports_without_a_pinned_median(gpu_r
     only = lesson.GpuOverlap(Shown("overlap", "reference", "recorded", frame, gpu_run.source))
     text = lesson.PageableOverlap(only, model).report()
     assert "pinned: not in this run" in text and f"pageable {only.by_memory['pageable']:.2f}" in text
+
+
+def test_the_host_run_reports_a_load_average_the_os_does_not_keep(monkeypatch):
+    """os.getloadavg does not exist on Windows: the run says the load is unknown instead of raising."""
+    monkeypatch.delattr("os.getloadavg", raising=False)
+    assert lesson.load_average() is None
+    host = lesson.HostOverlap(_host_frame(), lesson.load_average())
+    assert "load average before the run: not kept by this OS" in host.report()[0]
+    assert host.notes()["load_average_1min"] is None

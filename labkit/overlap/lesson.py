@@ -13,7 +13,7 @@ from .. import plots
 from .. import reference as ref
 from ..runtime import ShownSection
 from ..units import format_bytes, format_time
-from . import figures, timelines
+from . import figures, measure, timelines
 
 #: The efficiency table's columns: the ratio asked for and the one measured, the three times, η and its spread.
 EFFICIENCY_COLUMNS = [
@@ -29,6 +29,14 @@ EFFICIENCY_COLUMNS = [
 #: η outside this range is noise or contention; the efficiency table shows every value.
 ETA_SHOWN = (-1.0, 1.5)
 DUPLEX_COLUMNS = ["title", "direction", "gpu", "alone_GBps", "while_other_runs_GBps", "retained"]
+
+
+def load_average() -> float | None:
+    """This machine's 1-minute load average, or None where the OS keeps none (Windows has no os.getloadavg)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _serial_vs_overlapped(serial, overlapped, whats, height: float):
@@ -146,8 +154,14 @@ class HostOverlap:
     """Section 2: copy and compute on two host threads, timed here: η per compute/copy ratio."""
 
     frame: object  # the overlap_run frame (measure.host_run_here)
-    load_before: float  # the 1-minute load average before the run: a busy machine blurs η
+    load_before: float | None  # the 1-minute load average before the run (a busy machine blurs η); None: unknown
     experiment = "host_overlap"
+
+    @classmethod
+    def run_here(cls, quick: bool) -> HostOverlap:
+        """Read the load average, then run copy and compute on two host threads (measure.host_run_here)."""
+        load = load_average()
+        return cls(measure.host_run_here(quick), load)
 
     @property
     def source(self) -> str:
@@ -170,7 +184,8 @@ class HostOverlap:
         return "high" if e > 0.7 else "partial" if e >= 0.3 else "low"
 
     def report(self) -> list:
-        line = f"{self.source}; {os.cpu_count()} CPUs; 1-minute load average before the run: {self.load_before:.2f}"
+        load = "not kept by this OS" if self.load_before is None else f"{self.load_before:.2f}"
+        line = f"{self.source}; {os.cpu_count()} CPUs; 1-minute load average before the run: {load}"
         return [line, self.table[EFFICIENCY_COLUMNS + ["repeats"]].round(4)]
 
     def numbers(self) -> dict:
