@@ -10,6 +10,8 @@ import dataclasses
 import math
 
 NOT_ATTEMPTED, CORRECT, WRONG = "not attempted", "correct", "try again"
+#: An exercise this run cannot score: the data its answer comes from is not shown (see `unavailable`).
+NOTHING_TO_CHECK = "nothing to check against"
 #: Default tolerance for numeric answers: 5% (answers come from reading plots and rounding).
 DEFAULT_REL_TOL = 0.05
 
@@ -17,7 +19,7 @@ DEFAULT_REL_TOL = 0.05
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     name: str
-    status: str  # NOT_ATTEMPTED, CORRECT or WRONG
+    status: str  # NOT_ATTEMPTED, CORRECT, WRONG or NOTHING_TO_CHECK
     message: str
 
     @property
@@ -25,11 +27,17 @@ class CheckResult:
         return self.status == CORRECT
 
     def _repr_markdown_(self) -> str:
-        mark = {CORRECT: "✅", WRONG: "❌", NOT_ATTEMPTED: "⬜"}[self.status]
+        mark = {CORRECT: "✅", WRONG: "❌", NOT_ATTEMPTED: "⬜", NOTHING_TO_CHECK: "➖"}[self.status]
         return f"{mark} **{self.name}**: {self.status} — {self.message}"
 
     def __str__(self) -> str:
         return f"[{self.status}] {self.name}: {self.message}"
+
+
+def unavailable(name: str, why: str) -> CheckResult:
+    """An exercise or prediction this run cannot score, saying why (e.g. the `reference=` chosen leaves out the
+    system it asks about): shown and recorded like any check, instead of left out in silence."""
+    return CheckResult(name, NOTHING_TO_CHECK, why)
 
 
 def numeric(

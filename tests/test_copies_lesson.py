@@ -158,3 +158,39 @@ def test_the_claim_and_the_other_directions_record_their_datasets():
     assert s.checks == {"claim_fails_on_every_copy_sweep": True}
     assert s.experiments["h2d_vs_d2h"]["systems"] == 10 and s.experiments["h2d_vs_d2h_others"]["h2d_ahead"] >= 1
     assert all(isinstance(n, str) for n in s.datasets)
+
+
+def test_without_a_fit_the_exercises_and_predictions_say_why_they_cannot_be_checked():
+    from labkit import check
+    from labkit.copies import latency_lesson
+
+    fits = latency_lesson.Fits(latency_lesson.Curves(Shown("h2d_sweep", "reference", "nothing", None, ""), []))
+    scored = fits.exercises(1.0, 2.0) + fits.predictions(5.0, 64)
+    assert [r.name for r in scored] == ["1 MiB copy time", "batching factor", "latency of a tiny copy", "n½"]
+    assert {r.status for r in scored} == {check.NOTHING_TO_CHECK}
+    assert all("enough sizes to fit" in r._repr_markdown_() for r in scored)
+
+
+def test_the_exercises_are_checked_against_the_primary_fit(curves):
+    from labkit.copies import latency_lesson
+
+    f = curves.sweeps[0].fit()
+    one_mib_us, factor = f.predict(1 << 20) * 1e6, 1000 * f.predict(4096) / f.predict(1000 * 4096)
+    right = latency_lesson.Fits(curves).exercises(one_mib_us, factor)
+    assert [r.passed for r in right] == [True, True]
+    guesses = latency_lesson.Fits(curves).predictions(f.latency_s * 1e6, f.n_half_bytes / 1024)
+    assert [r.passed for r in guesses] == [True, True]
+
+
+def test_the_points_table_says_so_when_every_curve_is_fitted(curves):
+    """nb01 showed an empty table with no columns when no curve had a few sizes only."""
+    import dataclasses
+
+    from labkit.copies import latency_lesson
+
+    assert not curves.points
+    assert "Every curve shown has at least" in latency_lesson.Points(curves).report()
+    c = curves.sweeps[0]
+    few = dataclasses.replace(c, nbytes=c.nbytes[:1], seconds=c.seconds[:1])  # one size: a point, not a sweep
+    table = latency_lesson.Points(latency_lesson.Curves(Shown("h2d_sweep", "live", "measured here", [few], ""), []))
+    assert list(table.report().columns) == ["system", "direction", "size", "GB/s"] and len(table.report()) == 1

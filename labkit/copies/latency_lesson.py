@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import models
+from .. import check, models
 from ..runtime import DatasetsTable, ShownSection
 from ..units import format_bytes, pow2_sizes
 from . import curves as lc
@@ -33,6 +33,8 @@ ALPHA_PLAUSIBLE_US = (0.5, 50)
 FIT_MEDIAN_RESIDUAL_PCT = 15
 #: Bandwidth saturates: the largest size reaches at least this share of the best bandwidth seen.
 SATURATED_SHARE = 0.8
+#: Why the exercises and predictions that read the primary fit cannot be scored in a run without one.
+NO_FIT = "no curve in this run has enough sizes to fit α and β (see the fit table), so nothing to check it against"
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,25 @@ class Curves:
             "recorded_datasets": len(dict.fromkeys(self.here.datasets + tuple(self.datasets))),
         }
 
-    def points_table(self):
+
+@dataclass(frozen=True)
+class Points:
+    """The curves of a few sizes only, as a table (too few to fit); without any, a sentence saying so."""
+
+    curves: Curves
+
+    def report(self):
+        if not self.curves.points:
+            return (
+                f"Every curve shown has at least {lc.MIN_POINTS_FOR_FIT} sizes, so each is fitted below: no system "
+                "here was measured at a few sizes only."
+            )
         import pandas as pd
 
         return pd.DataFrame(
             [
                 {"system": c.label, "direction": c.direction, "size": format_bytes(n), "GB/s": round(bw, 2)}
-                for c in self.points
+                for c in self.curves.points
                 for n, bw in zip(c.nbytes, c.bandwidth_GBps)
             ]
         )
@@ -127,6 +141,39 @@ class Fits:
 
     def notes(self) -> dict:
         return {} if self.primary_fit is None else {"curve": self.primary.label, **self.primary_fit.to_dict()}
+
+    def exercises(self, answer_1MiB_us, answer_batch_factor) -> list:
+        """Exercises 1 and 3 checked against the primary fit: one 1 MiB copy's time (µs), and 1,000 copies of 4 KiB
+        one by one against one copy of 4000 KiB (the factor). Without a fit, each says why it cannot be checked."""
+        f = self.primary_fit
+        if f is None:
+            return [check.unavailable(name, NO_FIT) for name in ("1 MiB copy time", "batching factor")]
+        return [
+            check.numeric(
+                "1 MiB copy time",
+                answer_1MiB_us,
+                f.predict(1 << 20) * 1e6,
+                unit="µs",
+                hint="t = α + n/β with n = 1,048,576 bytes and β in bytes per second",
+            ),
+            check.numeric(
+                "batching factor",
+                answer_batch_factor,
+                1000 * f.predict(4096) / f.predict(1000 * 4096),
+                rel_tol=0.15,
+                hint="1000·(α + 4 KiB/β) versus α + 4000 KiB/β",
+            ),
+        ]
+
+    def predictions(self, latency_us, n_half_KiB) -> list:
+        """The predict-first guesses scored against the primary fit: a tiny copy's latency (µs) and n½ (KiB)."""
+        f = self.primary_fit
+        if f is None:
+            return [check.unavailable(name, NO_FIT) for name in ("latency of a tiny copy", "n½")]
+        return [
+            check.predict_score("latency of a tiny copy", latency_us, f.latency_s * 1e6, "µs"),
+            check.predict_score("n½", n_half_KiB, f.n_half_bytes / 1024, "KiB"),
+        ]
 
 
 @dataclass(frozen=True)
