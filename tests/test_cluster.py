@@ -73,7 +73,7 @@ def test_small_messages_pick_a_low_latency_protocol_and_large_ones_simple():
     assert cluster.predict(s, 2, 8).protocol in ("ll", "ll128")
     assert cluster.predict(s, 2, 16 * GiB).protocol == "simple"
     # the ring's Simple latency across nodes is multiplied by 1.4 at large sizes (tuning.cc:647-650)
-    t = s.topo(2)
+    t = nccl.Topo(s, 2)
     g = nccl.graphs_for(t)
     c = next(c for c in nccl.table(t, "all_reduce", GiB, g) if (c.algo, c.proto) == ("ring", "simple"))
     assert c.time_us == pytest.approx(1.4 * c.latency_us + GiB / (1000 * c.bw_GBps))
@@ -251,3 +251,34 @@ def test_one_node_bound_names_no_network():
     bounds = {p.algorithm: p.bound for p in cluster.alternatives(s, 1, GiB)}
     assert "tree" in bounds
     assert not any("NIC" in b or "network" in b for b in bounds.values()), bounds
+
+
+def test_one_node_runs_neither_nvlstree_nor_collnet_and_says_why():
+    """NCCL 2.30.7 turns NVLSTree off on one node (tuning.cc:502) and CollNet off below NCCL_COLLNET_NODE_THRESHOLD
+    = 2 nodes (init.cc:857, :1469-1476), even on a SHARP fabric: no bound names them there, and forcing one says so
+    (not 'give --sharp' to a system that has it)."""
+    sharp = cluster.preset("h100_ndr_8nic_sharp")
+    assert sharp.sharp and sharp.nvls
+    one = {p.algorithm for p in cluster.alternatives(sharp, 1, GiB)}
+    assert one.isdisjoint({"nvls_tree", "collnet_chain", "collnet_direct"}), one
+    assert {"nvls_tree", "collnet_chain", "collnet_direct"} <= {
+        p.algorithm for p in cluster.alternatives(sharp, 2, GiB)
+    }
+    with pytest.raises(ValueError, match=r"NVLSTree is multi-node \(tuning.cc:502\)"):
+        cluster.predict(sharp, 1, GiB, algorithm="nvls_tree")
+    for algo in ("collnet", "collnet_chain", "collnet_direct"):
+        with pytest.raises(ValueError, match="below 2 nodes") as e:
+            cluster.predict(sharp, 1, GiB, algorithm=algo)
+        assert "give --sharp" not in str(e.value)
+    two = cluster.predict(sharp, 2, GiB, algorithm="nvls_tree")
+    assert any(n.startswith("NVLSTree at 2 nodes") for n in two.notes), two.notes
+
+
+def test_a_pcie_only_ring_across_nodes_is_never_bound_by_nvlink():
+    """8 PCIe GPUs with 4 x 25 GB/s NICs: the ring across nodes is held by the PCIe links (NCCL's Gen5 x16 rate),
+    not by the NICs — and the node has no NVLink to name."""
+    s = cluster.system_from_facts(gpus_per_node=8, pcie_only=True, nics_per_node=4, nic_GBps=25.0)
+    for m in (1, 2, 4):
+        ring = cluster.predict(s, m, GiB, algorithm="ring")
+        assert "NVLink" not in ring.bound, (m, ring.bound)
+    assert cluster.predict(s, 2, GiB, algorithm="ring").bound == "PCIe"

@@ -81,18 +81,24 @@ def _check(system: System, nodes, nbytes, op: str) -> tuple[int, float]:
     return m, float(nbytes)
 
 
-def _bound(system: System, m: int, algo: str, g: nccl.Graph, t: nccl.Topo) -> tuple[str, list[str]]:
+def _bound(t: nccl.Topo, algo: str, g: nccl.Graph) -> tuple[str, list[str]]:
+    """What limits `algo` on this topology, in words, and notes. NVLSTree and CollNet never reach here on one node:
+    NCCL turns them off there (tuning.cc:502; init.cc:1469-1476), and so does `nccl.enabled`."""
+    system, m = t.system, t.nodes
     notes: list[str] = []
+    inside = "NVLink" if system.nvlink_GBps else "PCIe"
+    if algo in ("nvls_tree", "collnet_direct", "collnet_chain"):
+        assert m > 1, f"{algo} on one node: nccl.enabled lets it through"
     if algo == "ring":
         if m == 1:
-            return ("NVLink" if system.nvlink_GBps else "PCIe"), notes
-        nic_cap = t.nics * math.floor(t.net_path / g.bw_inter + 1e-9) * g.bw_inter
+            return inside, notes
+        nic_cap = system.nics_per_node * math.floor(t.net_path / g.bw_inter + 1e-9) * g.bw_inter
         if g.channels * g.bw_inter >= nic_cap - 1e-6:
             return ("one NIC" if system.nics_per_node == 1 else "NIC sum"), notes
-        return "NVLink", notes
+        return inside, notes
     if algo == "tree":
         if m == 1:  # no network: the tree is a chain through the node's GPUs
-            return ("intra-node chain (NVLink)" if system.nvlink_GBps else "intra-node chain (PCIe)"), notes
+            return f"intra-node chain ({inside})", notes
         if m == 2:
             notes.append(
                 "the 2-node tree: each node sends S (not 2(N-1)/N S) into the network, so busbw can read up to "
@@ -104,8 +110,8 @@ def _bound(system: System, m: int, algo: str, g: nccl.Graph, t: nccl.Topo) -> tu
     if algo == "nvls":
         return ("NVLink (NVSwitch reduction)" if m == 1 else "NVLS + IB SHARP"), notes
     if algo == "nvls_tree":
-        if m <= 2:
-            notes.append("NVLSTree at <= 2 nodes: NCCL doubles its network bandwidth (tuning.cc:319-320)")
+        if m == 2:
+            notes.append("NVLSTree at 2 nodes: NCCL doubles its network bandwidth (tuning.cc:319-320)")
         return "NVLS inside, tree across (NCCL's per-channel cap)", notes
     if algo.startswith("collnet"):
         return "intra-node chain (CollNet: S per node into the fabric)", notes
@@ -179,7 +185,7 @@ def _hierarchical(system: System, m: int, S: float, graphs: dict, one: dict) -> 
 
 
 def _candidates(system: System, m: int, S: float, op: str):
-    t = system.topo(m)
+    t = nccl.Topo(system, m)
     graphs = nccl.graphs_for(t)
     return t, graphs, nccl.table(t, op, S, graphs)
 
@@ -201,7 +207,7 @@ def predict(
     if algorithm == "hierarchical":
         if op != "all_reduce":
             raise ValueError("the hierarchical algorithm is an all_reduce")
-        one = nccl.graphs_for(system.topo(1))
+        one = nccl.graphs_for(nccl.Topo(system, 1))
         sec, lat, bound = _hierarchical(system, m, S, graphs, one)
         return Prediction(
             op,
@@ -239,7 +245,7 @@ def predict(
     gname = {"collnet_direct": "collnet", "collnet_chain": "collnet", "nvls_tree": "nvls", "pat": "ring"}.get(
         chosen.algo, chosen.algo
     )
-    bound, notes = _bound(system, m, chosen.algo, graphs[gname], t)
+    bound, notes = _bound(t, chosen.algo, graphs[gname])
     g = graphs[gname]
     notes = [f"graph: {g.channels} channels x {g.bw_intra:g}/{g.bw_inter:g} GB/s (bwIntra/bwInter)"] + notes
     if chosen.algo != pick.algo:
@@ -272,8 +278,10 @@ def _why_not(system: System, m: int, algo: str, op: str) -> str:
         return "NVLSTree is multi-node (tuning.cc:502)"
     if algo == "nvls" and m > 1:
         return "multi-node NVLS needs CollNet/SHARP (give --sharp; tuning.cc:504-506)"
+    if algo.startswith("collnet") and m < nccl.COLLNET_NODE_THRESHOLD:
+        return "CollNet is multi-node: NCCL turns it off below 2 nodes (NCCL_COLLNET_NODE_THRESHOLD, init.cc:1469-1476)"
     if algo.startswith("collnet"):
-        return "CollNet needs a SHARP fabric with NCCL_COLLNET_ENABLE=1 (give --sharp) and more than one node"
+        return "CollNet needs a SHARP fabric with NCCL_COLLNET_ENABLE=1 (give --sharp)"
     if algo == "pat":
         return "PAT runs all_gather/reduce_scatter with one GPU per node (tuning.cc:216-223, :298)"
     if algo == "tree" and op != "all_reduce":

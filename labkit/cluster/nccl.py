@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import math
 
+from .system import System
 from .tables import (  # noqa: F401 (re-exported: nccl.X is the documented place)
     _A,
     _CC,
@@ -47,6 +48,7 @@ from .tables import (  # noqa: F401 (re-exported: nccl.X is the documented place
     ALGOS,
     ARCHS,
     BASE_LAT,
+    COLLNET_NODE_THRESHOLD,
     COMPCAP,
     DIRECT_MAX_ARITY,
     HW_LAT,
@@ -74,32 +76,39 @@ from .tables import (  # noqa: F401 (re-exported: nccl.X is the documented place
 # --------------------------------------------------------------------------- the node, as NCCL's search sees it
 @dataclasses.dataclass(frozen=True)
 class Topo:
-    """What the emulated graph search needs (NCCL's units: GB/s per direction).
+    """A `System` on `nodes` nodes as NCCL's graph search and tuning model see it (NCCL's units: GB/s per direction).
 
-    gpus           GPUs per node (g);  nodes  m;  arch  one of ARCHS;
-    nvlink_total   the GPU's NVLink total as NCCL counts it (links × topo.h per-link rate), 0 for PCIe only;
-    nvswitch       the GPUs reach each other through NVSwitch (False: direct links, e.g. a GH200 quad);
-    pcie           NCCL's rate of the GPU's and NICs' PCIe links (Gen5 x16 = 48);
-    nics, nic      NICs per node and each one's line rate (Mb/s / 8000);
-    nvls, collnet  NVLink SHARP in the NVSwitch; a SHARP fabric with NCCL_COLLNET_ENABLE=1;
-    cpu            "intel", "amd" or "arm" (tuning.cc:228-233 net overhead, :269-271 LL row).
+    The facts (GPUs per node, architecture, NVSwitch, PCIe generation, NICs and their line rate, NVLS, a SHARP
+    fabric with NCCL_COLLNET_ENABLE=1, the host CPU) are the System's, read from it (`t.system.nics_per_node`);
+    what NCCL makes of them is derived here: its NVLink total and PCIe rate (topo.h, topo.cc), getTotalBw and
+    getMaxBw (search.cc). A NIC's rate is its line rate, Mb/s / 8000 (topo.cc:418): the System's nic_GBps.
     """
 
-    gpus: int
+    system: System
     nodes: int
-    arch: str
-    nvlink_total: float
-    nvswitch: bool
-    pcie: float
-    nics: int
-    nic: float
-    nvls: bool = False
-    collnet: bool = False
-    cpu: str = "intel"
+
+    def __post_init__(self):
+        if self.system.rates != "nccl":
+            raise ValueError(
+                f"{self.system.name}: a System of given rates is costed by the plain alpha-beta model "
+                "(labkit.cluster.predict), not by NCCL's tuning model"
+            )
 
     @property
     def ranks(self) -> int:
-        return self.gpus * self.nodes
+        """nRanks: GPUs per node x nodes."""
+        return self.system.gpus_per_node * self.nodes
+
+    @property
+    def nvlink_total(self) -> float:
+        """The GPU's NVLink total as NCCL counts it: links x topo.h per-link rate (H100: 18 x 20.6 = 370.8); 0 for
+        PCIe only."""
+        return self.system.nvlink_links * NVLINK_PER_LINK_GBPS[self.system.arch]
+
+    @property
+    def pcie(self) -> float:
+        """NCCL's rate of the GPU's and NICs' PCIe x16 links for the System's PCIe generation (Gen5 = 48)."""
+        return PCIE_X16_GBPS[self.system.pcie_gen]
 
     @property
     def intra_total(self) -> float:
@@ -109,16 +118,17 @@ class Topo:
     @property
     def intra_path(self) -> float:
         """Best GPU->GPU path bandwidth inside the node (getMaxBw over GPUs, search.cc:20-29)."""
+        g = self.system.gpus_per_node
         if self.nvlink_total <= 0:
             return self.pcie
-        if self.nvswitch or self.gpus <= 2:
+        if self.system.nvswitch or g <= 2:
             return self.nvlink_total
-        return self.nvlink_total / (self.gpus - 1)  # direct links: one pair's share
+        return self.nvlink_total / (g - 1)  # direct links: one pair's share
 
     @property
     def net_path(self) -> float:
         """Best GPU->NIC path bandwidth: the NIC's rate, capped by the PCIe link it hangs off."""
-        return min(self.nic, self.pcie)
+        return min(self.system.nic_GBps, self.pcie)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,18 +146,19 @@ class Graph:
 
 
 def _speeds(t: Topo) -> tuple[float, ...]:
-    return SPEEDS_INTER[t.arch] if t.nodes > 1 else SPEEDS_INTRA[t.arch]
+    return SPEEDS_INTER[t.system.arch] if t.nodes > 1 else SPEEDS_INTRA[t.system.arch]
 
 
 def _chain_channels(t: Topo, s_intra: float, s_inter: float) -> int:
     """Channels of a ring or chain that fit: one NIC per channel at s_inter (NICs shared when fewer),
     and s_intra on the NVLink of the g-1 GPUs that forward each channel (spread over the g GPUs)."""
+    g = t.system.gpus_per_node
     cap = RING_MAX_CHANNELS
     if t.nodes > 1:
-        cap = min(cap, t.nics * int(math.floor(t.net_path / s_inter + 1e-9)))
-    if t.gpus > 1:
-        fwd = (t.gpus - 1) / t.gpus if t.nodes > 1 else 1.0  # one node: every GPU forwards (closed ring)
-        if t.nvlink_total > 0 and not t.nvswitch and t.gpus > 2:
+        cap = min(cap, t.system.nics_per_node * int(math.floor(t.net_path / s_inter + 1e-9)))
+    if g > 1:
+        fwd = (g - 1) / g if t.nodes > 1 else 1.0  # one node: every GPU forwards (closed ring)
+        if t.nvlink_total > 0 and not t.system.nvswitch and g > 2:
             per_gpu = t.nvlink_total  # direct links: a ring uses one link per hop, all links over the channels
         else:
             per_gpu = t.intra_total
@@ -157,7 +168,8 @@ def _chain_channels(t: Topo, s_intra: float, s_inter: float) -> int:
 
 def _nvls_channels(t: Topo, s: float) -> int:
     """NVLS: every GPU pulls s from the switch per channel, the channel's head twice (search.cc:410-443)."""
-    want = min(NVLS_MAX_ARITY, t.gpus) if t.nodes == 1 else min(t.nics, t.gpus)
+    g = t.system.gpus_per_node
+    want = min(NVLS_MAX_ARITY, g) if t.nodes == 1 else min(t.system.nics_per_node, g)
     n = want
     while n > 0 and (n + 1) * s > t.nvlink_total + 1e-9:
         n -= 1
@@ -168,16 +180,17 @@ def _nvls_channels(t: Topo, s: float) -> int:
 
 def graph(t: Topo, pattern: str) -> Graph:
     """Emulated outcome of search.cc ncclTopoCompute for `pattern` in ring, tree, collnet, nvls."""
+    node, g = t.system, t.system.gpus_per_node
     speeds = _speeds(t)
     total = t.intra_total
-    if pattern in ("tree", "collnet") and t.gpus > 1:
-        total *= t.gpus / (t.gpus - 1)  # search.cc:1168
-    max_bw = t.net_path if t.nodes > 1 else (t.intra_path if t.gpus > 1 else 5000.0)
+    if pattern in ("tree", "collnet") and g > 1:
+        total *= g / (g - 1)  # search.cc:1168
+    max_bw = t.net_path if t.nodes > 1 else (t.intra_path if g > 1 else 5000.0)
     if pattern == "nvls":
-        if not (t.nvls and t.nvswitch and COMPCAP[t.arch] >= 90 and t.gpus > 1):
+        if not (node.nvls and node.nvswitch and COMPCAP[node.arch] >= 90 and g > 1):
             return Graph("nvls", 0, 0.0, 0.0)  # search.cc:1124
-        min_ch = min(NVLS_MAX_ARITY, t.gpus) if t.nodes == 1 else 1
-        start = [s for s in speeds if s <= max_bw and s * min_ch <= t.intra_total * t.gpus / (t.gpus - 1)]
+        min_ch = min(NVLS_MAX_ARITY, g) if t.nodes == 1 else 1
+        start = [s for s in speeds if s <= max_bw and s * min_ch <= t.intra_total * g / (g - 1)]
         best = None
         for s in start:
             n = _nvls_channels(t, s)
@@ -238,7 +251,7 @@ def _proto_enabled(t: Topo, algo: str, proto: str) -> bool:
             return False
         # typeInter <= PATH_PXN on SM90+ (:522), <= PATH_PXB before (:525): a NIC under the GPU's PCIe switch
         # (what DGX/HGX-class nodes have) satisfies both; labkit assumes it.
-        return COMPCAP[t.arch] >= 70
+        return COMPCAP[t.system.arch] >= 70
     return True
 
 
@@ -246,9 +259,9 @@ def algo_bandwidth(t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, 
     """comm->bandwidths[coll][algo][proto] of tuning.cc:288-383: the *algorithm* bandwidth, GB/s (0 = not used)."""
     nodes, ranks = t.nodes, t.ranks
     ppn = ranks / nodes
-    cc = _CC[t.arch]
+    cc = _CC[t.system.arch]
     i2 = _index2(nodes)
-    i1 = cc if nodes == 1 else (1 if t.cpu == "amd" else 0)  # :269-271
+    i1 = cc if nodes == 1 else (1 if t.system.cpu == "amd" else 0)  # :269-271
     ll_max = LL_MAX_BWS[i1][i2]
     nsteps = (
         2 * (ranks - 1) if coll == "all_reduce" else (ranks - 1 if coll in ("all_gather", "reduce_scatter") else ranks)
@@ -261,7 +274,7 @@ def algo_bandwidth(t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, 
         return 0.0
     if not _proto_enabled(t, algo, proto):
         return 0.0
-    if algo == "pat" and not (COMPCAP[t.arch] >= 60 and t.gpus == 1):  # ncclPatEnable, :216-223
+    if algo == "pat" and not (COMPCAP[t.system.arch] >= 60 and t.system.gpus_per_node == 1):  # ncclPatEnable, :216-223
         return 0.0
     g = graphs[
         {"collnet_direct": "collnet", "collnet_chain": "collnet", "nvls_tree": "nvls", "pat": "ring"}.get(algo, algo)
@@ -273,7 +286,7 @@ def algo_bandwidth(t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, 
     if algo in ("nvls", "nvls_tree"):  # :307-323
         if g.channels < 2:
             return 0.0
-        intra = g.bw_intra * NVLS_EFFICIENCY[t.arch] * (g.channels - 1) / g.channels
+        intra = g.bw_intra * NVLS_EFFICIENCY[t.system.arch] * (g.channels - 1) / g.channels
         intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
         inter = g.bw_inter * (2 if (nodes <= 2 and algo == "nvls_tree") else 1)
         bw = min(intra, inter, PER_CH_MAX_NVLS_TREE[cc][i2] if algo == "nvls_tree" else math.inf)
@@ -297,7 +310,7 @@ def algo_bandwidth(t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, 
             factor = ppn / g.channels
             factor -= (factor - 1) / 2
             bus /= factor
-            if COMPCAP[t.arch] >= 90:
+            if COMPCAP[t.system.arch] >= 90:
                 bus *= 0.85
     if algo in ("nvls", "collnet_direct") and coll in ("all_gather", "reduce_scatter") and nodes > 1:  # :353-374
         bus = 0.0  # needs the CollNet plugin's iallgather/ireducescatter and one head per local rank
@@ -333,7 +346,7 @@ def algo_latency_us(
         else:
             overhead = 0.0
             if nodes > 1:  # :404-409
-                overhead = 2.0 if t.cpu == "amd" else 1.0
+                overhead = 2.0 if t.system.cpu == "amd" else 1.0
                 if proto == "simple":
                     overhead *= 3
             intra = max(intra, overhead)
@@ -357,14 +370,15 @@ def algo_latency_us(
 
 def enabled(t: Topo, algo: str) -> bool:
     """tuning.cc:498-512: NVLSTree off on one node; CollNet (and multi-node NVLS) only with CollNet
-    enabled; CollNetDirect only on NVSwitch systems."""
+    enabled; CollNetDirect only on NVSwitch systems. CollNet is also off below NCCL_COLLNET_NODE_THRESHOLD nodes,
+    2 by default (init.cc:857, :1469-1476): on one node neither CollNet nor NVLSTree runs."""
     if t.nodes == 1 and algo == "nvls_tree":
         return False
-    if not t.collnet and (algo in ("collnet_direct", "collnet_chain") or (algo == "nvls" and t.nodes > 1)):
+    if not t.system.sharp and (algo in ("collnet_direct", "collnet_chain") or (algo == "nvls" and t.nodes > 1)):
         return False
-    if algo == "collnet_direct" and not t.nvswitch:
+    if algo == "collnet_direct" and not t.system.nvswitch:
         return False
-    if algo in ("collnet_direct", "collnet_chain") and t.nodes == 1:
+    if algo in ("collnet_direct", "collnet_chain") and t.nodes < COLLNET_NODE_THRESHOLD:
         return False
     return True
 
@@ -382,13 +396,13 @@ def algo_time_us(
         algo == "nvls_tree"
         and coll == "all_reduce"
         and 0 <= log_size < 24
-        and COMPCAP[t.arch] >= 100
-        and t.cpu != "arm"
+        and COMPCAP[t.system.arch] >= 100
+        and t.system.cpu != "arm"
     ):
         bw *= TREE_CORRECTION[_P[proto]][log_size]
     if algo == "ring" and proto == "simple" and t.nodes > 1 and coll == "all_reduce":
         if nbytes / (comm_channels * t.ranks) >= 64:
-            lat *= 1.9 if COMPCAP[t.arch] < 80 else 1.4  # :647-650 "Plateau effect of ring"
+            lat *= 1.9 if COMPCAP[t.system.arch] < 80 else 1.4  # :647-650 "Plateau effect of ring"
     return lat + nbytes / (1000 * bw)
 
 
@@ -409,7 +423,7 @@ def _graphs_for(t: Topo) -> dict[str, Graph]:
         tree = graph(t, "tree")
         # trees get exactly the ring's channel count (init.cc:1184-1185)
         out["tree"] = dataclasses.replace(tree, channels=ring.channels) if tree.ok else tree
-        coll = graph(t, "collnet") if t.collnet else Graph("collnet", 0, 0.0, 0.0)
+        coll = graph(t, "collnet") if t.system.sharp else Graph("collnet", 0, 0.0, 0.0)
         out["collnet"] = dataclasses.replace(coll, channels=ring.channels) if coll.ok else coll
     else:
         out["tree"] = dataclasses.replace(ring, pattern="tree")  # one node: the tree is a chain over the ring's links

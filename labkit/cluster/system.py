@@ -2,7 +2,7 @@
 
 Every rate is **per direction**, GB/s = 1e9 B/s. Line rates come from `labkit.specs` (cited there);
 what NCCL's tuning model makes of them (links × topo.h per-link rate, PCIe per generation) is
-`labkit.cluster.nccl`.
+`labkit.cluster.nccl.Topo`, a view of a System at a node count: each fact is stated here, once.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import difflib
 import math
 
 from ..specs import spec
-from . import nccl
+from .tables import ARCHS, COMPCAP
 
 #: What a GPU model fixes: (architecture, NVLink links per GPU, spec name of its NVLink, PCIe generation,
 #: NVSwitch in its usual node). NVLink 2-4 carry 25 GB/s per link per direction, NVLink 5 50 GB/s.
@@ -52,6 +52,7 @@ class System:
     nvswitch      GPUs meet in an NVSwitch (False: direct NVLinks, or PCIe);
     nic_GBps      one NIC's line rate per direction (400 Gb/s -> 50);
     nvls, sharp   NVLink SHARP in the NVSwitch; a SHARP fabric with NCCL's CollNet enabled;
+    cpu           "intel", "amd" or "arm": NCCL's model costs network steps and LL by it (tuning.cc:228-233, :269-271);
     rates         "nccl": NCCL's tuning model decides (labkit.cluster.nccl); "given": the rates are taken
                   as given and every step costs alpha_intra_s / alpha_inter_s (the plain alpha-beta model,
                   for links that are not NCCL's, e.g. notebook 06's gloo processes).
@@ -80,45 +81,14 @@ class System:
         _num("--nics-per-node", self.nics_per_node, integer=True, allow_zero=True)
         if self.nics_per_node:
             _num("--nic-bandwidth", self.nic_GBps)
-        if self.arch not in nccl.ARCHS:
-            raise ValueError(f"arch must be one of {nccl.ARCHS}, got {self.arch!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
         if self.rates not in ("nccl", "given"):
             raise ValueError(f"rates must be 'nccl' or 'given', got {self.rates!r}")
         if self.cpu not in ("intel", "amd", "arm"):
             raise ValueError(f"cpu must be 'intel', 'amd' or 'arm', got {self.cpu!r}")
-        if self.nvls and (not self.nvswitch or nccl.COMPCAP[self.arch] < 90):
+        if self.nvls and (not self.nvswitch or COMPCAP[self.arch] < 90):
             raise ValueError(f"{self.name}: --nvls needs an NVSwitch node of Hopper or later (NVLink SHARP)")
-
-    # --- what NCCL sees (labkit.cluster.nccl units: GB/s per direction)
-    @property
-    def nccl_nvlink_GBps(self) -> float:
-        """NCCL's NVLink total per GPU: links x topo.h per-link rate (H100: 18 x 20.6 = 370.8)."""
-        if self.rates == "given":
-            return self.nvlink_GBps
-        return self.nvlink_links * nccl.NVLINK_PER_LINK_GBPS[self.arch]
-
-    @property
-    def pcie_GBps(self) -> float:
-        return nccl.PCIE_X16_GBPS[self.pcie_gen]
-
-    def topo(self, nodes: int) -> nccl.Topo:
-        return nccl.Topo(
-            gpus=self.gpus_per_node,
-            nodes=nodes,
-            arch=self.arch,
-            nvlink_total=self.nccl_nvlink_GBps,
-            nvswitch=self.nvswitch,
-            pcie=self.pcie_GBps,
-            nics=self.nics_per_node,
-            nic=self.nic_GBps,
-            nvls=self.nvls,
-            collnet=self.sharp,
-            cpu=self.cpu,
-        )
-
-    def node_nic_line_GBps(self) -> float:
-        """The node's NIC sum at line rate, per direction."""
-        return self.nics_per_node * self.nic_GBps
 
     def describe(self) -> str:
         inside = f"NVLink {self.nvlink_GBps:g} GB/s per GPU per direction" if self.nvlink_GBps else "PCIe only"

@@ -74,3 +74,5 @@ MAXCHANNELS = 64  # device.h:91
 RING_MAX_CHANNELS = MAXCHANNELS // 2  # init.cc:1177
 NVLS_MAX_ARITY = 32  # device.h:213
 DIRECT_MAX_ARITY = 7  # device.h:199
+#: CollNet is turned off on fewer nodes than NCCL_COLLNET_NODE_THRESHOLD, default 2 (init.cc:857, :1469-1476).
+COLLNET_NODE_THRESHOLD = 2

@@ -42,7 +42,7 @@ def _algorithm(run: Run, given: str | None) -> tuple[str | None, str]:
 
 
 def _hardware(run: Run, nodes: int, g: int, facts: dict):
-    """(system, Facts) from --system or the hardware flags; refuses what contradicts the log."""
+    """(the System, how the user named it) from --system or the hardware flags; refuses what contradicts the log."""
     log_gpu = model.gpu_token(run.gpu)
     if facts.get("system"):
         given = [f for f in ("gpu", "nvlink_GBps", "nic_GBps", "nics_per_node") if facts.get(f) is not None]
@@ -50,19 +50,22 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
         if given:
             flags = ", ".join("--" + f.replace("_GBps", "-bandwidth").replace("_", "-") for f in given)
             raise ValueError(f"give either --system or the hardware flags ({flags}), not both")
-        system, f = model.preset(facts["system"])
-        if nodes == 1 and g < f.gpus_per_node:  # a run on some of one node's GPUs
-            system, f = model.subset(system, g, facts["system"])
-        if (facts.get("nvls") and not f.nvls) or (facts.get("sharp") and not f.sharp):
-            system, f = model.switched_on(system, f, nvls=bool(facts.get("nvls")), sharp=bool(facts.get("sharp")))
-        if f.gpu and log_gpu and f.gpu != log_gpu:
-            raise ValueError(f"--system {facts['system']} is a {f.gpu} system, but {run.label} states GPU {run.gpu}")
-        if f.gpus_per_node != g:
+        name = facts["system"]
+        system = model.preset(name)
+        if nodes == 1 and g < system.gpus_per_node:  # a run on some of one node's GPUs
+            name = f"{name} ({g} of its {system.gpus_per_node} GPUs)"
+            system = model.subset(system, g)
+        system = model.switched_on(system, nvls=bool(facts.get("nvls")), sharp=bool(facts.get("sharp")))
+        if system.gpu and log_gpu and system.gpu != log_gpu:
             raise ValueError(
-                f"--system {facts['system']} has {f.gpus_per_node} GPUs per node, but {run.label} has {g} "
+                f"--system {facts['system']} is a {system.gpu} system, but {run.label} states GPU {run.gpu}"
+            )
+        if system.gpus_per_node != g:
+            raise ValueError(
+                f"--system {facts['system']} has {system.gpus_per_node} GPUs per node, but {run.label} has {g} "
                 f"({nodes} node(s)): give the hardware flags instead (--gpus-per-node, --nic-bandwidth, ...)"
             )
-        return system, f
+        return system, name
     gpu = facts.get("gpu")
     named = run.gpu and "Graphics Device" not in run.gpu  # pre-release drivers print no model name
     if gpu and named and (model.gpu_token(gpu) or str(gpu).upper()) != (log_gpu or run.gpu.upper()):
@@ -74,7 +77,7 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
             f"{run.label} spans {nodes} nodes: give --nic-bandwidth (GB/s per NIC per direction, e.g. 50 for NDR 400) "
             "and --nics-per-node, or --system NAME (labkit explain --list-systems)"
         )
-    return model.system_from_facts(
+    system = model.system_from_facts(
         gpus_per_node=g,
         gpu=model.gpu_token(gpu) or log_gpu or gpu,
         nvlink_GBps=facts.get("nvlink_GBps"),
@@ -85,6 +88,7 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
         pcie_only=bool(facts.get("pcie_only")),
         gpu_printed=run.gpu,
     )
+    return system, "given"
 
 
 def _layout(run: Run, facts: dict) -> tuple[int, int, int]:
@@ -126,17 +130,17 @@ def _nvls_unavailable(run: Run, nodes: int) -> str | None:
     return None
 
 
-def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
+def context(run: Run, op: str, **facts) -> tuple[rules.Context, str, str]:
     """What the rules see of a valid run: its layout, the hardware, the model's pick and the expectation it is
-    compared with. Returns (context, the model's system, where the algorithm comes from)."""
+    compared with. Returns (context, how the user named the hardware, where the algorithm comes from)."""
     size, busbw, algbw = run.plateau()
     N, nodes, g = _layout(run, facts)
-    system, hw = _hardware(run, nodes, g, facts)
+    system, name = _hardware(run, nodes, g, facts)
     algo, basis = _algorithm(run, facts.get("algorithm"))
-    with_nvls, why_no_nvls = None, _nvls_unavailable(run, nodes) if hw.nvls else None
+    with_nvls, why_no_nvls = None, _nvls_unavailable(run, nodes) if system.nvls else None
     if why_no_nvls:  # the run could not use NVLS: NCCL picks without it
         with_nvls = model.predict(system, nodes, size, op=op)
-        system, hw = model.without_nvls(system, hw)
+        system = model.without_nvls(system)
     pick = model.predict(system, nodes, size, op=op)
     expected = model.predict(system, nodes, size, op=op, algorithm=algo) if algo else pick
     short_of_pick = busbw < rules.HEALTHY_RATIO * pick.busbw_GBps
@@ -144,8 +148,10 @@ def context(run: Run, op: str, **facts) -> tuple[rules.Context, object, str]:
     if not algo and short_of_pick and pick.algorithm != "ring" and ring_like:
         expected = model.predict(system, nodes, size, op=op, algorithm="ring")
         basis = "not stated; the run matches the model's ring (NCCL may pick ring at this size)"
-    ctx = rules.Context(run, hw, nodes, N, size, busbw, algbw, expected, pick, algo is not None, with_nvls, why_no_nvls)
-    return ctx, system, basis
+    ctx = rules.Context(
+        run, system, nodes, N, size, busbw, algbw, expected, pick, algo is not None, with_nvls, why_no_nvls
+    )
+    return ctx, name, basis
 
 
 def explain_run(run: Run, runs: list[Run], **facts) -> dict:
@@ -177,8 +183,8 @@ def explain_run(run: Run, runs: list[Run], **facts) -> dict:
         return {**out, "verdict": "invalid", "invalid_reasons": invalid, "causes": []}
     if op is None:
         raise ValueError(f"{run.label}: the log does not name its collective: give --op (e.g. --op all_reduce)")
-    ctx, system, basis = context(run, op, **{k: v for k, v in facts.items() if k != "op"})
-    expected, pick, nodes, hw = ctx.expected, ctx.pick, ctx.nodes, ctx.facts
+    ctx, name, basis = context(run, op, **{k: v for k, v in facts.items() if k != "op"})
+    expected, pick, nodes, system = ctx.expected, ctx.pick, ctx.nodes, ctx.system
     below = [
         int(n)
         for n, b in run.curve()
@@ -202,7 +208,7 @@ def explain_run(run: Run, runs: list[Run], **facts) -> dict:
         "ring_busbw_GBps": expected.ring_busbw_GBps,
         "below_expected_sizes": below if verdict == "below_expected" else [],
         "causes": [c.to_dict() for c in rules.causes(ctx)],
-        "system": {k: getattr(hw, k) for k in hw.__dataclass_fields__},
+        "system": model.record(system, name),
         "model": expected.source,
         "model_notes": list(expected.notes),
     }

@@ -1,8 +1,8 @@
 """What the cluster model expects of a run, as `labkit explain` asks it: a system from the user's facts, a prediction.
 
 The model is `labkit.cluster` (issue 24's one cluster model: NCCL's tuning model at a named commit); this file
-only turns the command line's facts into its `System` and keeps what the rules need. Every number it returns is a
-model, and says so.
+only turns the command line's facts into its `System` (the one description of the hardware the rules read) and
+derives from it what the rules need. Every number it returns is a model, and says so.
 """
 
 from __future__ import annotations
@@ -38,21 +38,6 @@ def gpu_token(name: str | None) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Facts:
-    """The hardware of one node type, per direction, as the model was given it (line rates)."""
-
-    gpus_per_node: int
-    nics_per_node: int
-    nic_GBps: float  # line rate per NIC per direction (NDR 400 Gb/s → 50)
-    nic_nccl_GBps: float  # what NCCL reaches per NIC (NIC_REACH x line rate)
-    intra_GBps: float  # NVLink line rate per GPU per direction (0: PCIe only)
-    gpu: str | None
-    nvls: bool
-    sharp: bool
-    name: str
-
-
-@dataclasses.dataclass(frozen=True)
 class Expected:
     """The model's busbw for one run at one size (nccl-tests semantics), and the ring's at the same size."""
 
@@ -69,49 +54,53 @@ def preset_names() -> list[str]:
     return sorted(cluster.PRESETS)
 
 
-def _facts(system, name: str) -> Facts:
-    return Facts(
-        system.gpus_per_node,
-        system.nics_per_node,
-        system.nic_GBps,
-        system.nic_GBps * NIC_REACH,
-        system.nvlink_GBps,
-        system.gpu,
-        system.nvls,
-        system.sharp,
-        name,
-    )
+def nic_nccl_GBps(system: cluster.System) -> float:
+    """What NCCL reaches per NIC, per direction: NIC_REACH x the NIC's line rate."""
+    return system.nic_GBps * NIC_REACH
 
 
-def preset(name: str):
-    """(system, Facts) of a known system; an unknown name lists the three closest."""
+def record(system: cluster.System, name: str) -> dict:
+    """The hardware the model was given, as `labkit explain --json` prints it under "system" (line rates per
+    direction; nic_nccl_GBps derived); `name` is how the user named it (a --system key, or "given")."""
+    return {
+        "gpus_per_node": system.gpus_per_node,
+        "nics_per_node": system.nics_per_node,
+        "nic_GBps": system.nic_GBps,
+        "nic_nccl_GBps": nic_nccl_GBps(system),
+        "intra_GBps": system.nvlink_GBps,
+        "gpu": system.gpu,
+        "nvls": system.nvls,
+        "sharp": system.sharp,
+        "name": name,
+    }
+
+
+def preset(name: str) -> cluster.System:
+    """A known system; an unknown name lists the three closest."""
     names = preset_names()
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.0)
         raise ValueError(f"--system {name!r} is not a known system; closest: {', '.join(close)} (all: {names})")
-    system = cluster.preset(name)
-    return system, _facts(system, name)
+    return cluster.preset(name)
 
 
-def subset(system, gpus: int, name: str):
+def subset(system: cluster.System, gpus: int) -> cluster.System:
     """The same node type running on `gpus` of its GPUs (one node: the NVLink/NVSwitch per GPU is unchanged)."""
-    sub = dataclasses.replace(system, gpus_per_node=gpus)
-    return sub, _facts(sub, f"{name} ({gpus} of its {system.gpus_per_node} GPUs)")
+    return dataclasses.replace(system, gpus_per_node=gpus)
 
 
-def switched_on(system, facts: Facts, *, nvls: bool, sharp: bool):
+def switched_on(system: cluster.System, *, nvls: bool, sharp: bool) -> cluster.System:
     """A known system with NVLS and/or SHARP (CollNet) on, as --nvls / --sharp say."""
-    on = {"nvls": system.nvls or nvls, "sharp": system.sharp or sharp}
-    return dataclasses.replace(system, **on), dataclasses.replace(facts, **on)
+    return dataclasses.replace(system, nvls=system.nvls or nvls, sharp=system.sharp or sharp)
 
 
-def without_nvls(system, facts: Facts):
+def without_nvls(system: cluster.System) -> cluster.System:
     """The system with NVLink SHARP off (NCCL_NVLS_ENABLE=0)."""
-    return dataclasses.replace(system, nvls=False), dataclasses.replace(facts, nvls=False)
+    return dataclasses.replace(system, nvls=False)
 
 
-def system_from_facts(*, gpu_printed: str = "", **facts):
-    """(system, Facts) from what the user knows: `facts` are labkit.cluster.system_from_facts's keywords, checked
+def system_from_facts(*, gpu_printed: str = "", **facts) -> cluster.System:
+    """A System from what the user knows: `facts` are labkit.cluster.system_from_facts's keywords, checked
     first so that errors name explain's own flags; `gpu_printed` is the GPU the log names."""
     gpu, nvlink_GBps, pcie_only = facts.get("gpu"), facts.get("nvlink_GBps"), facts.get("pcie_only", False)
     if nvlink_GBps is not None and not nvlink_GBps > 0:
@@ -123,8 +112,7 @@ def system_from_facts(*, gpu_printed: str = "", **facts):
             f"the model needs the GPU: the log names {gpu_printed or 'none'}; give --gpu (one of "
             f"{', '.join(cluster.GPUS)}), --nvlink-bandwidth GB/s per GPU per direction, --pcie-only, or --system NAME"
         )
-    system = cluster.system_from_facts(**{**facts, "gpu": gpu})
-    return system, _facts(system, "given")
+    return cluster.system_from_facts(**{**facts, "gpu": gpu})
 
 
 def predict(system, nodes: int, nbytes: float, *, op: str = "all_reduce", algorithm: str | None = None) -> Expected:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ...cluster import System
 from ...collectives import bus_factor
 from ...specs import spec
-from .model import Expected, Facts
+from .model import Expected, nic_nccl_GBps
 from .runs import Run
 
 #: At or above this share of the model's busbw a run is healthy: the model is held to ±10% on healthy published
@@ -53,7 +54,7 @@ class Cause:
 @dataclasses.dataclass(frozen=True)
 class Context:
     run: Run
-    facts: Facts
+    system: System  # the hardware the model was given (line rates per direction)
     nodes: int
     world_size: int
     size: float
@@ -70,8 +71,13 @@ class Context:
         return self.busbw / self.expected.busbw_GBps
 
     @property
+    def nic_nccl_GBps(self) -> float:
+        """What NCCL reaches per NIC (model.NIC_REACH x the line rate)."""
+        return nic_nccl_GBps(self.system)
+
+    @property
     def nic_sum_GBps(self) -> float:
-        return self.facts.nics_per_node * self.facts.nic_nccl_GBps
+        return self.system.nics_per_node * self.nic_nccl_GBps
 
     def node_network_GBps(self) -> float | None:
         """What each node pushed into the network per direction, for the algorithm compared with: a ring's busbw
@@ -153,9 +159,9 @@ def invalid_reasons(run: Run, runs: list[Run]) -> list[str]:
 def nics_worth(c: Context) -> Cause | None:
     """The node pushed only a few NICs' worth into the network (the plateau is k NICs' rate, not the NIC sum)."""
     net = c.node_network_GBps()
-    if c.nodes < 2 or net is None or c.ratio >= HEALTHY_RATIO or c.facts.nics_per_node < 1:
+    if c.nodes < 2 or net is None or c.ratio >= HEALTHY_RATIO or c.system.nics_per_node < 1:
         return None
-    per_nic, k_all = c.facts.nic_nccl_GBps, c.facts.nics_per_node
+    per_nic, k_all = c.nic_nccl_GBps, c.system.nics_per_node
     k = net / per_nic
     if k > 0.8 * k_all:
         return None
@@ -167,7 +173,7 @@ def nics_worth(c: Context) -> Cause | None:
     else:  # tree / NVLSTree: S per node per direction at 2 nodes, 2*S beyond (DESIGN.md; sjeaugey, nccl-tests#196)
         per = "S per node, so its algbw" if c.nodes == 2 else "2*S per node, so twice its algbw"
         how = f"a {c.nodes}-node {c.expected.algorithm} sends {per} is the NIC traffic; sjeaugey, nccl-tests#196"
-    ndr = " (46-48 GB/s per NDR 400 NIC: AddyLaddy, nccl-tests#290)" if abs(c.facts.nic_GBps - 50) < 1 else ""
+    ndr = " (46-48 GB/s per NDR 400 NIC: AddyLaddy, nccl-tests#290)" if abs(c.system.nic_GBps - 50) < 1 else ""
     text = (
         f"each node pushed {net:.1f} GB/s per direction into the network ({how}) = {k:.1f} x the "
         f"{per_nic:.1f} GB/s one NIC moves{ndr}, not the {c.nic_sum_GBps:.3g} GB/s of its {k_all} NIC(s). "
@@ -187,14 +193,14 @@ def nics_worth(c: Context) -> Cause | None:
 def pcie_not_nvlink(c: Context) -> Cause | None:
     """A single-node plateau at PCIe speed on GPUs whose model says NVLink."""
     gen5 = spec("PCIe Gen5 x16").per_direction_GBps()
-    if c.nodes != 1 or c.facts.intra_GBps < 2 * gen5 or c.busbw > gen5 or c.ratio >= HEALTHY_RATIO:
+    if c.nodes != 1 or c.system.nvlink_GBps < 2 * gen5 or c.busbw > gen5 or c.ratio >= HEALTHY_RATIO:
         return None
     gen4 = spec("PCIe Gen4 x16").per_direction_GBps()
     return Cause(
         "pcie_not_nvlink",
         "the plateau is a PCIe figure, not NVLink",
         f"{c.busbw:.1f} GB/s is at or below one PCIe x16 link per direction (Gen4 {gen4:g}, Gen5 {gen5:g} GB/s, "
-        f"PCI-SIG) while the GPUs' NVLink is {c.facts.intra_GBps:g} GB/s per direction: traffic is not on NVLink "
+        f"PCI-SIG) while the GPUs' NVLink is {c.system.nvlink_GBps:g} GB/s per direction: traffic is not on NVLink "
         "(NCCL_P2P_DISABLE / NCCL_P2P_LEVEL set, a VM without NVLink passthrough, or PCIe cards); "
         "check `nvidia-smi topo -m` for NV# links",
         0.85,
@@ -227,7 +233,7 @@ def nvls_off(c: Context) -> Cause | None:
             f"{c.with_nvls.busbw_GBps:.1f} GB/s",
             0.8 if c.with_nvls.busbw_GBps > c.busbw / HEALTHY_RATIO else 0.3,
         )
-    if not c.facts.nvls or c.pick.algorithm not in ("nvls", "nvls_tree") or c.ratio >= HEALTHY_RATIO:
+    if not c.system.nvls or c.pick.algorithm not in ("nvls", "nvls_tree") or c.ratio >= HEALTHY_RATIO:
         return None
     if not 0.85 <= c.busbw / c.pick.ring_busbw_GBps <= 1.1:
         return None
@@ -291,7 +297,7 @@ def socket_transport(c: Context) -> Cause | None:
 
 def two_node_tree(c: Context) -> Cause | None:
     """At two nodes a tree's busbw above the NIC sum is normal, up to 2(N-1)/N x the NIC sum."""
-    line_sum = c.facts.nics_per_node * c.facts.nic_GBps
+    line_sum = c.system.nics_per_node * c.system.nic_GBps
     if c.nodes != 2 or c.busbw <= c.nic_sum_GBps:
         return None
     if c.algorithm_stated and c.expected.algorithm == "ring" and c.busbw > line_sum * 1.02:
@@ -299,7 +305,7 @@ def two_node_tree(c: Context) -> Cause | None:
             "ring_above_nic_sum",
             "a ring above the NIC sum: the NIC facts are understated",
             f"{c.busbw:.1f} GB/s from a ring, whose busbw is what crosses the NICs (sjeaugey, nccl-tests#160), is "
-            f"above the {c.facts.nics_per_node} x {c.facts.nic_GBps:g} = {line_sum:.0f} GB/s given: more or faster NICs",
+            f"above the {c.system.nics_per_node} x {c.system.nic_GBps:g} = {line_sum:.0f} GB/s given: more or faster NICs",
             0.8,
         )
     ceiling = bus_factor("all_reduce", c.world_size) * line_sum
