@@ -170,17 +170,14 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             if run is not None:
                 run.oob = m.group(1)
             continue
-        if m := _CONCLUDED.match(t):  # after a run: names the binary of a run whose preamble did not
+        if (end := _CONCLUDED.match(t)) or (found := _Preamble.find(t)):
             if run is not None and run.rows:
-                close()
-            if run is None and datasets and datasets[-1].meta.get("program") is None:
-                _name_program(datasets, m.group(1))
-            continue
-        if found := _Preamble.find(t):
-            if run is not None and run.rows:
-                close()
-            read, m = found
-            read(pre, m)
+                close()  # a preamble line, or the line after a run, ends a run
+            if end is None:
+                read, m = found
+                read(pre, m)
+            elif run is None:  # '# Collective test concluded: <binary>' names the run just closed
+                _name_program(datasets, end.group(1))
             continue
         toks = ln.tokens
         if toks and is_integer(toks[0]) and (run is not None or _headerless(toks)):
@@ -388,6 +385,9 @@ class _Preamble:
 
 
 def _name_program(datasets: list[LogDataset], program: str) -> None:
+    """Name the last run's binary, unless its preamble did."""
+    if not datasets or datasets[-1].meta.get("program") is not None:
+        return
     last = datasets[-1]
     op = _op(program)
     last.meta["program"], last.meta["op"] = program, op
