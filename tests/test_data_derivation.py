@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from derive_helpers import RECIPES_FILE, as_text, derive, load_recipes, log_text
 
 from labkit import reference
-from labkit.logs import derive as derive_mod
-from labkit.logs.derive import as_text, derive, load_recipes, log_text
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RAW = DATA / "raw"
 RECIPES = load_recipes(RAW)
-NOT_DERIVED = json.loads((RAW / derive_mod.RECIPES_FILE).read_text())["not_derived"]
+NOT_DERIVED = json.loads((RAW / RECIPES_FILE).read_text())["not_derived"]
 #: Columns a derived frame may hold beyond the committed CSV's (what the log prints that the
 #: transcribers did not keep: the collective, its redop/root, the #wrong column).
 EXTRA_OK = {"op", "redop", "root", "wrong", "testcase", "gpu", "bandwidth_direction"}

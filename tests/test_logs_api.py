@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from derive_helpers import as_text
 
 from labkit import reference, schema
 from labkit.logs import FORMATS, LogFormatError, detect_format, detect_formats, parse_log
 from labkit.logs._model import REQUIRED_COLUMNS
 from labkit.logs._text import shift_decimal, unwrap
-from labkit.logs.derive import as_text
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 PACKAGE = Path(__file__).resolve().parents[1] / "labkit" / "logs"

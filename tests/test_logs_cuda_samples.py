@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from derive_helpers import log_text
 
 from labkit.logs import LogFormatError, parse_log
-from labkit.logs.derive import log_text
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 RAW = Path(__file__).resolve().parents[1] / "data" / "raw"

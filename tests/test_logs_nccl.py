@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from derive_helpers import as_text
 
 from labkit.logs import LogFormatError, parse_log
-from labkit.logs.derive import as_text
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 RAW = Path(__file__).resolve().parents[1] / "data" / "raw"
@@ -132,7 +132,7 @@ def test_markdown_quoted_paste_reads_like_the_log():
 
 def test_hand_trimmed_table_with_digit_separators():
     """ml-engineering kept 'size time algbw busbw' and wrote sizes as 1_073_741_824."""
-    from labkit.logs.derive import log_text
+    from derive_helpers import log_text
 
     (ds,) = parse_log(log_text(RAW / "nccl_all_reduce_perf__8xA100_SXM_NVSwitch__mlengineering.txt"))
     assert ds.frame["nbytes"].tolist()[5] == 1048576  # printed '1048_576'
@@ -141,7 +141,7 @@ def test_hand_trimmed_table_with_digit_separators():
 
 
 def test_headerless_rows_after_an_nccl_version_line():
-    from labkit.logs.derive import log_text
+    from derive_helpers import log_text
 
     (ds,) = parse_log(log_text(RAW / "nccl_all_reduce_perf__2node_16xA100_p4d_EFA400__awsefaeks.txt"))
     assert ds.meta["nccl_version"] == "2.9.9+cuda11.2" and ds.meta["nodes"] == 2
@@ -166,7 +166,7 @@ def test_wrong_column_count_row_is_skipped_not_shifted():
 
 
 def test_excerpt_rows_cut_by_the_transcriber_are_reported():
-    from labkit.logs.derive import log_text
+    from derive_helpers import log_text
 
     parsed = parse_log(log_text(RAW / "datapoints_from_github_issues__various.txt"), format="nccl-tests")
     assert any("'(rest'" in s.reason for s in parsed.skipped)

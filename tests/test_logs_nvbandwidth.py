@@ -102,7 +102,7 @@ def test_latency_matrix_in_microseconds_exactly():
 
 
 def test_device_list_and_versions_from_the_header():
-    from labkit.logs.derive import log_text
+    from derive_helpers import log_text
 
     raw = Path(__file__).resolve().parents[1] / "data" / "raw"
     (ds,) = parse_log(log_text(raw / "nvbandwidth_d2d_read__8xH100_AzureND96isr_v5__azurenhc_debugnotes.txt"))

@@ -1,6 +1,7 @@
-"""Re-derive a shipped dataset from its raw log: the raw file in data/raw/, read by `parse_log`, and a
-recipe — data, not code — saying which of the file's tables make the dataset and what the log does
-not print (a configuration label, a world size the transcriber took from the page's prose).
+"""Re-derive a shipped dataset from its raw log (for tests/test_data_derivation.py and the log tests):
+the raw file in data/raw/, read by `labkit.logs.parse_log`, and a recipe — data, not code — saying
+which of the file's tables make the dataset and what the log does not print (a configuration label,
+a world size the transcriber took from the page's prose).
 
 Recipes live in data/raw/recipes.json, one per derived dataset:
 
@@ -21,7 +22,7 @@ import os
 import re
 from pathlib import Path
 
-from . import parse_log
+from labkit.logs import parse_log
 
 RECIPES_FILE = "recipes.json"
 #: The last line of the `#` source header the raw files carry (see data/raw/README.md).
