@@ -81,12 +81,31 @@ def _resolve(name_or_path: str | os.PathLike, folder) -> tuple[Path, Path]:
     raise DatasetError(f"no dataset named {str(name_or_path)!r}; {hint} (see `labkit ref list`)")
 
 
+#: How alike a name must be to be offered as "did you mean" (difflib's ratio, 0 to 1): difflib's own default.
+#: Below it the offers are noise: 'nvidia' scores 0.25 against 'bandwidthtest_t4_aliyun_vm'.
+CLOSE_ENOUGH = 0.6
+
+#: Choices this few are all named when none is close (the notebooks, the dataset kinds).
+NAME_ALL_UP_TO = 8
+
+
 def closest(name, choices) -> str:
-    """'did you mean: a, b, c?' — the three closest names (difflib), never a list of every name."""
+    """'did you mean: a, b, c?' — up to three close names (difflib), never a list of a long list's every name.
+
+    When none is close: every choice of a short list; else the names that contain `name`, or a few of all.
+    """
     import difflib
 
-    best = difflib.get_close_matches(str(name), list(choices), n=3, cutoff=0.0)
-    return f"did you mean: {', '.join(best)}?" if best else "there are none"
+    choices, name = list(choices), str(name)
+    best = difflib.get_close_matches(name, choices, n=3, cutoff=CLOSE_ENOUGH)
+    if best or not choices:
+        return f"did you mean: {', '.join(best)}?" if best else "there are none"
+    if len(choices) <= NAME_ALL_UP_TO:
+        return f"choose from: {', '.join(choices)}"
+    within = [c for c in choices if name.lower() in c.lower()]
+    if within:
+        return f"{len(within)} name(s) contain {name!r}: {', '.join(within[:3])}{', ...' if len(within) > 3 else ''}"
+    return f"none of the {len(choices)} names is close (e.g. {', '.join(choices[:3])})"
 
 
 def load(name: str | os.PathLike, folder: str | os.PathLike | None = None) -> Dataset:
@@ -164,7 +183,7 @@ def _your_log(path: Path, kind: str) -> list[Dataset]:
     return out
 
 
-def check_reference(reference: str | os.PathLike | None, kind: str) -> str | None:
+def log_reference_note(reference: str | os.PathLike | None, kind: str) -> str | None:
     """Read a `reference=` that is a log (or a folder of logs) now, in a notebook's first cell, not when a late cell
     needs it: DatasetError saying what to change in the notebook, or a Markdown note of what the log gives (where
     each fact came from, what is missing from it). None for any other reference (a dataset or profile name).

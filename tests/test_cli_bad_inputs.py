@@ -226,6 +226,10 @@ def test_unknown_names_get_the_three_closest_not_every_name(capsys):
     assert len(hint.split(",")) == 3
     assert main(["run", "01_pcie_latency_crve"]) == 2
     assert "did you mean: 01_pcie_latency_curve" in capsys.readouterr().err
+    for args in (["ref", "show", "nvidia"], ["run", "01", "--reference", "nvidia"]):  # nothing close: no guess
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert "did you mean" not in err and "see `labkit ref list" in err, err
 
 
 def test_the_calculator_models_any_size_while_buffers_keep_their_cap(capsys):

@@ -216,7 +216,7 @@ def test_several_runs_are_named_after_their_collective(user_data):
 def test_a_notebook_checks_a_log_reference_first_and_reads_an_unnamed_one_as_its_collective(tmp_path):
     lines = _lines(RTX2080)
     fragment = _write(tmp_path, "mylog.log", lines[18:49])  # the table alone: no command, no Rank lines
-    note = reference.check_reference(str(fragment), "allreduce_sweep")
+    note = reference.log_reference_note(str(fragment), "allreduce_sweep")
     assert "assumed: the notebook shows it (all_reduce)" in note and "derived: busbw/algbw = 1 on" in note
     assert "incomplete" in note  # no closing lines: said in the first cell
     sets, msg = reference.select(str(fragment), "allreduce_sweep")
@@ -235,22 +235,24 @@ def test_a_notebook_checks_a_log_reference_first_and_reads_an_unnamed_one_as_its
     assert reference.select("mine", "allreduce_sweep")[0][0].meta["your_log"] == "mine"
     assert "your_log" not in reference.select(None, "allreduce_sweep")[0][0].meta
 
-    assert reference.check_reference(None, "allreduce_sweep") is None
-    assert reference.check_reference("nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290", "allreduce_sweep") is None
+    assert reference.log_reference_note(None, "allreduce_sweep") is None
+    assert (
+        reference.log_reference_note("nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290", "allreduce_sweep") is None
+    )
 
 
 def test_a_log_the_notebook_cannot_use_fails_in_the_first_cell_with_what_to_set(tmp_path):
     gather = _write(tmp_path, "cluster.log", _lines(SUPERBENCH_ALLGATHER))  # 0.875: not an all-reduce
     with pytest.raises(schema.DatasetError) as e:
-        reference.check_reference(str(gather), "allreduce_sweep")
+        reference.log_reference_note(str(gather), "allreduce_sweep")
     assert "reference=" in str(e.value) and "holds no all_reduce table" in str(e.value)
     assert "the log holds lines 14-50: busbw/algbw = 0.875 < 1 fits all_gather" in str(e.value)
     assert "--op" not in str(e.value)
     with pytest.raises(schema.DatasetError, match="reference='no/such.log': no such file or folder"):
-        reference.check_reference("no/such.log", "allreduce_sweep")
+        reference.log_reference_note("no/such.log", "allreduce_sweep")
     junk = _write(tmp_path, "notes.txt", ["nothing", "here"])
     with pytest.raises(schema.DatasetError, match="reference=.*labkit ref import-log FILE --name NAME --format"):
-        reference.check_reference(str(junk), "allreduce_sweep")
+        reference.log_reference_note(str(junk), "allreduce_sweep")
 
 
 def test_rounding_bounds_are_half_a_printed_unit():
@@ -265,7 +267,7 @@ def test_notebook_05_checks_its_reference_in_the_first_cell_after_parameters_and
     cells = [
         "".join(c["source"]) for c in code if not set(c["metadata"].get("tags", [])) & {"parameters", "colab-install"}
     ]
-    at = next(i for i, src in enumerate(cells) if "check_reference(" in src)
-    assert 'session.say(check_reference(reference, "allreduce_sweep"))' in cells[at]
+    at = next(i for i, src in enumerate(cells) if "log_reference_note(" in src)
+    assert 'session.say(log_reference_note(reference, "allreduce_sweep"))' in cells[at]
     for before in cells[:at]:  # only imports run before it
         assert all(ln.startswith(("import ", "from ")) for ln in before.splitlines() if ln.strip()), before

@@ -115,6 +115,36 @@ def test_unknown_name_lists_known_ones():
         reference.load("no_such_dataset")
 
 
+NAMES = [
+    "bandwidthtest_t4_aliyun_vm",
+    "h100_vm_labkit_gpu_copy_sweep",
+    "h100_vm_labkit_pin_cost",
+    "nccl_allreduce_busbw_azure_ndh100v5",
+    "nccl_expected_a100_nvlink_issue149_points",
+    "nvbandwidth_sm_azure_ndh200v5_points",
+    "p2p_2xrtx2080ti_pcie3_nop2p_autodl",
+    "p2p_uni_writes_8xa100_nvswitch_mlengineering",
+    "wrx90_rtxpro6000_p2p_host_dma_points",
+]
+
+
+def test_closest_offers_a_close_name_first():
+    assert reference.closest("h100_vm_labkit_pin_cots", NAMES).startswith("did you mean: h100_vm_labkit_pin_cost")
+
+
+def test_closest_offers_no_far_name_but_still_shows_what_there_is():
+    # with difflib's cutoff at 0 'nvidia' was answered "did you mean: bandwidthtest_t4_aliyun_vm, ...?"
+    far = reference.closest("nvidia", NAMES)
+    assert "did you mean" not in far and far.startswith(f"none of the {len(NAMES)} names is close (e.g. ")
+    # a fragment of many names: those that hold it, not ones that merely share letters
+    part = reference.closest("h100", NAMES)
+    assert "did you mean" not in part and part.startswith("3 name(s) contain 'h100': ")
+    assert {n.strip(" .") for n in part.split(": ", 1)[1].split(",")} == {n for n in NAMES if "h100" in n}
+    # a short list is named whole
+    assert reference.closest("nvidia", schema.KINDS) == f"choose from: {', '.join(schema.KINDS)}"
+    assert reference.closest("x", []) == "there are none"
+
+
 def test_write_dataset_roundtrip_and_validation(tmp_path):
     frame = pd.DataFrame({"direction": ["host"], "memory": ["host"], "nbytes": [64], "bandwidth_GBps": [3.0]})
     meta = {k: v for k, v in GOOD_META.items() if k not in ("name", "schema_version")}

@@ -14,7 +14,7 @@ from ..units import MAX_MODELLED_BYTES, format_time, parse_size
 from . import benches, doctor, flags
 from .benches import BENCHES
 from .compare import compare, save_figures
-from .notebooks import check_reference, closest, copy_notebooks, find_notebook, run_notebooks
+from .notebooks import closest, copy_notebooks, find_notebook, require_reference_exists, run_notebooks
 from .record import record
 from .site import build_site
 from .student import build
@@ -143,7 +143,7 @@ def cmd_run(args) -> int:
     flags.folder_flag(args.out, "--out")
     for name in args.notebooks:
         find_notebook(name)
-    check_reference(args.reference, "--reference")  # before a kernel starts
+    require_reference_exists(args.reference, "--reference")  # before a kernel starts
     results = run_notebooks(
         args.notebooks or None,
         out_dir=args.out,

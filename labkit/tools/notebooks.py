@@ -45,7 +45,7 @@ def find_notebook(name: str) -> Path:
     return hits[0]
 
 
-def check_reference(ref, flag: str = "reference=") -> None:
+def require_reference_exists(ref, flag: str = "reference=") -> None:
     """Refuse, before any kernel starts, a `reference` that names nothing a notebook can replay.
 
     A notebook accepts a profile folder or a shipped profile's name, a log file or a folder of logs,
@@ -59,7 +59,8 @@ def check_reference(ref, flag: str = "reference=") -> None:
         raise FileNotFoundError(f"{flag} {str(ref)!r}: no such file or folder")
     names = reference.list_profiles() + reference.list_datasets()
     raise FileNotFoundError(
-        f"{flag} {str(ref)!r}: no such profile folder, log file, dataset or shipped profile; {closest(ref, names)}"
+        f"{flag} {str(ref)!r}: no such profile folder, log file, dataset or shipped profile; {closest(ref, names)} "
+        "(see `labkit ref list` and `labkit ref profiles`)"
     )
 
 
@@ -171,5 +172,5 @@ def export_html(ipynb: Path) -> Path:
 
 def run_notebooks(names=None, out_dir="artifacts/run", **kw) -> list[dict]:
     paths = [find_notebook(n) for n in names] if names else available()
-    check_reference(kw.get("reference"))  # before any kernel starts
+    require_reference_exists(kw.get("reference"))  # before any kernel starts
     return [run_notebook(p, out_dir, **kw) for p in paths]
