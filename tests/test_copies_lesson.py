@@ -194,3 +194,34 @@ def test_the_points_table_says_so_when_every_curve_is_fitted(curves):
     few = dataclasses.replace(c, nbytes=c.nbytes[:1], seconds=c.seconds[:1])  # one size: a point, not a sweep
     table = latency_lesson.Points(latency_lesson.Curves(Shown("h2d_sweep", "live", "measured here", [few], ""), []))
     assert list(table.report().columns) == ["system", "direction", "size", "GB/s"] and len(table.report()) == 1
+
+
+def test_the_exercises_on_named_systems_say_why_when_the_reference_leaves_them_out(survey):
+    from labkit import check
+
+    ratio = pinned_lesson.Ratios(survey, None)
+    dgx, dell = ratio.of("dgx_a100", "h2d"), survey.bandwidth("a100_80gb_pcie", "h2d", "pinned")
+    assert ratio.check_dgx_a100(dgx).passed and survey.check_dell_pinned(dell).passed
+    assert ratio.score_dgx_a100(dgx).passed
+    only_pinned = [d for d in ref.load_all(kind="copy_sweep") if set(d.frame["memory"]) == {"pinned"}]
+    none = pinned_lesson.Survey(only_pinned, measured=[])
+    left_out = [
+        pinned_lesson.Ratios(none, "somewhere").check_dgx_a100(dgx),
+        pinned_lesson.Ratios(none, "somewhere").score_dgx_a100(dgx),
+        none.check_dell_pinned(dell),
+    ]
+    assert {r.status for r in left_out} == {check.NOTHING_TO_CHECK}
+    assert "reference='somewhere' shows no DGX A100" in left_out[0].message
+    assert all(pinned_lesson.SHOW_ALL in r.message for r in left_out)
+
+
+def test_the_one_copy_prediction_says_why_without_a_1_mib_row():
+    from labkit import check
+
+    found = pin_cost.recorded(ref.load_all(kind="point")).data
+    pin = pinned_lesson.PinCost(found)
+    assert pin.score_one_copy_pays(pin.pays_for_one_copy(1 << 20)).passed
+    table = found.table[found.table.nbytes != 1 << 20]
+    without = pinned_lesson.PinCost(pin_cost.BreakEven(table, found.pin_label, found.copy_label, found.what))
+    r = without.score_one_copy_pays(True)
+    assert r.status == check.NOTHING_TO_CHECK and "no 1 MiB row" in r.message

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from .. import plots
+from .. import check, plots
 from .. import reference as ref
 from ..runtime import DatasetsTable, ShownSection
 from ..units import format_bytes, format_time
@@ -16,6 +16,8 @@ from . import pinned_vs_pageable as pvp
 #: The ratio table's columns, as the reader compares them.
 RATIO_COLUMNS = ["title", "direction", "run", "nbytes", "pinned_GBps", "pageable_GBps", "ratio"]
 PIN_TIMES = ("pin_s", "pageable_copy_s", "pinned_copy_s", "saved_per_copy_s")
+#: What to do when the `reference=` chosen leaves out a system an exercise asks about.
+SHOW_ALL = "reference=None shows every shipped system"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,14 @@ class Survey:
         rows = r[r.dataset.str.contains(name_part) & (r.direction == direction)]
         return float(rows[f"{memory}_GBps"].iloc[0]) if len(rows) else None
 
+    def check_dell_pinned(self, answer) -> check.CheckResult:
+        """Exercise 2: the Dell A100 PCIe server's pinned H2D (GB/s), or why this run cannot check it."""
+        name, dell = "Dell A100 PCIe pinned H2D", self.bandwidth("a100_80gb_pcie", "h2d", "pinned")
+        if dell is None:
+            return check.unavailable(name, f"the sweeps shown hold no Dell A100 PCIe H2D ratio: {SHOW_ALL}")
+        hint = "it is in the ratio table — far more than 2× the pageable figure"
+        return check.numeric(name, answer, dell, unit="GB/s", hint=hint)
+
 
 @dataclass(frozen=True)
 class Ratios:
@@ -108,6 +118,20 @@ class Ratios:
         t = self.at_largest
         rows = t[t.dataset.str.contains(name_part) & (t.direction == direction)] if len(t) else t
         return float(rows.ratio.iloc[0]) if len(rows) else None
+
+    def check_dgx_a100(self, answer) -> check.CheckResult:
+        """Exercise 1: the DGX A100's pinned ÷ pageable H2D at 32 MB, or why this run cannot check it."""
+        name, dgx = "DGX A100 H2D pinned/pageable", self.of("dgx_a100", "h2d")
+        return check.unavailable(name, self._no_dgx) if dgx is None else check.numeric(name, answer, dgx, unit="×")
+
+    def score_dgx_a100(self, guess) -> check.CheckResult:
+        """The predict-first guess of the same ratio, scored (within a factor of 2), or why it cannot be."""
+        name, dgx = "pinned/pageable at 32 MB (DGX A100, H2D)", self.of("dgx_a100", "h2d")
+        return check.unavailable(name, self._no_dgx) if dgx is None else check.predict_score(name, guess, dgx, "×")
+
+    @property
+    def _no_dgx(self) -> str:
+        return f"reference={self.reference!r} shows no DGX A100 H2D ratio: {SHOW_ALL}"
 
 
 @dataclass(frozen=True)
@@ -176,6 +200,13 @@ class PinCost:
         """Whether pinning a fresh tensor of `nbytes` pays for a single copy; None when the table lacks the size."""
         rows = self.table[self.table.nbytes == nbytes]
         return bool(rows.pays_for_one_copy.iloc[0]) if len(rows) else None
+
+    def score_one_copy_pays(self, guess) -> check.CheckResult:
+        """The predict-first guess "pinning a fresh 1 MiB tensor for one copy pays", or why it cannot be scored."""
+        name, pays = "pinning a fresh 1 MiB tensor for one copy pays", self.pays_for_one_copy(1 << 20)
+        if pays is None:
+            return check.unavailable(name, f"the break-even table ({self.pin_label}) has no 1 MiB row")
+        return check.choice(name, guess, pays, hint=f"see the break-even table ({self.pin_label})")
 
 
 @dataclass(frozen=True)
