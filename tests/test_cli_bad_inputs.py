@@ -36,6 +36,8 @@ CASES = [
     (["model", "--size", "1GiB", "--gpus", "-3", "--bandwidth", "10"], "--gpus"),
     (["model", "--size", "1GiB", "--gpus", "2.5", "--bandwidth", "10"], "--gpus"),
     (["model", "--size", "1GiB", "--gpus", "x", "--bandwidth", "10"], "--gpus"),
+    (["model", "--size", "1GiB", "--gpus", "1", "--bandwidth", "10"], "--gpus 1: one GPU has no all-reduce"),
+    (["model", "--size", "1GiB", "--gpus", "1", "--bandwidth", "10", "--nodes", "1"], "--gpus 1: one GPU has no"),
     (["model", "--size", "0", "--gpus", "8", "--bandwidth", "10"], "--size"),
     (["model", "--size", "-1GiB", "--gpus", "8", "--bandwidth", "10"], "--size"),
     (["model", "--size", "nan", "--gpus", "8", "--bandwidth", "10"], "--size"),

@@ -59,7 +59,6 @@ def _import_log(args) -> int:
     if not args.name or not args.dataset_name:
         raise ValueError("labkit ref import-log FILE --name NAME: give the log file and a dataset name")
     flags.existing_file(args.name, "a log file")
-    flags.folder_flag(args.out, "--out")
     fill = {}
     for item in args.fill or []:
         col, sep, value = item.partition("=")
@@ -93,7 +92,6 @@ def cmd_ref(args) -> int:
     if args.action == "import":
         if not args.name or not args.prefix:
             raise ValueError("labkit ref import PROFILE --prefix NAME: give the profile folder and a name prefix")
-        flags.folder_flag(args.dest, "--dest")
         for name in reference.import_profile(
             args.name,
             args.prefix,
@@ -140,7 +138,6 @@ def cmd_record(args) -> int:
 
 
 def cmd_run(args) -> int:
-    flags.folder_flag(args.out, "--out")
     for name in args.notebooks:
         find_notebook(name)
     require_reference_exists(args.reference, "--reference")  # before a kernel starts
@@ -167,6 +164,10 @@ def _check_model_flags(args) -> None:
 
     Checked here, before any model runs, so every message names the flags the user typed."""
     N, g, m = args.gpus, args.gpus_per_node, args.nodes
+    if N < 2:  # with or without --nodes: an all-reduce over one GPU crosses no link, its time is 0 by definition
+        raise ValueError(
+            f"--gpus {N}: one GPU has no all-reduce to model (nothing crosses a link); give --gpus 2 or more"
+        )
     if m is not None:
         return  # the cluster flags are checked by labkit.cluster.cli_records, in the same words
     cluster = {"--nic-bandwidth": args.nic_bandwidth, "--nics-per-node": args.nics_per_node}
@@ -267,21 +268,18 @@ def cmd_compare(args) -> int:
 
 
 def cmd_student(args) -> int:
-    flags.folder_flag(args.out, "--out")
     for path in build(args.out, args.notebooks or None):
         print(f"student edition: {path}")
     return 0
 
 
 def cmd_notebooks(args) -> int:
-    flags.folder_flag(args.out, "--out")
     for path in copy_notebooks(args.out, force=args.force):
         print(f"notebook: {path}")
     return 0
 
 
 def cmd_site(args) -> int:
-    flags.folder_flag(args.out, "--out")
     if args.executed is not None and not os.path.isdir(args.executed):
         raise FileNotFoundError(f"--executed {args.executed}: no such folder (a folder of executed notebooks)")
     pages = build_site(args.out, executed_dir=args.executed, quick=args.quick, timeout=args.timeout)
