@@ -104,6 +104,49 @@ def test_ladder_rungs_and_ratios():
     assert spec.loc["gpu_memory", "GBps"] == 1675.0  # 3.35 TB/s reads+writes → copy rate
 
 
+def _interview_with_no_recorded_network(monkeypatch):
+    """Notebook 06's interview when the recorded NIC dataset does not load (a broken or edited data/)."""
+    from types import SimpleNamespace as NS
+
+    from labkit.schema import DatasetError
+
+    real = rungs.load
+
+    def load(name):
+        if name.startswith("nccl_expected_ndr_nic"):
+            raise DatasetError(f"{name}.meta.json: missing field 'source'")
+        return real(name)
+
+    monkeypatch.setattr(rungs, "load", load)
+    sizes = (1024, 1 << 20)
+    host = ladder.LevelSweep("host_memory", "measured here: x", sizes, (5.0, 40.0), "measured")
+    proc = ladder.LevelSweep("processes", "measured here: y", sizes, (0.01, 1.0), "measured")
+    steps = rungs.LadderRungs(host, proc, [], sizes)
+    pick = NS(algorithm="nvls_tree")
+    cliff = NS(
+        one=473.6, two=154.74, recorded_cliff=3.06, label="recorded: x", healthy_cliff=1.25, pick=pick, pick_cliff=1.03
+    )
+    cmp = NS(speedup=lambda: 1.5, short_link_text="20 MB/s")
+    compare = NS(n_top=1 << 20, cmp=cmp, model_speedup=1.4)
+    across = NS(total=lambda impl: 1 << 20)
+    return steps, rungs.Interview(steps, cliff, compare, across)
+
+
+def test_a_missing_recorded_level_says_so_instead_of_nan(monkeypatch):
+    """hierarchy.rungs: a ladder without the level a ratio needs printed "×nan" and recorded NaN in the JSON."""
+    import math
+
+    steps, interview = _interview_with_no_recorded_network(monkeypatch)
+    assert steps.ratio("recorded", "gpu_gpu", "network") is None
+    q3 = next(line for line in interview.report().split("\n") if line.startswith("Q3"))
+    assert "nan" not in q3 and q3.startswith("Q3: NVLink 4 ÷ NDR NIC, per direction: ×9.0 spec, no recorded rate:")
+    assert "between machines (network) missing (nccl_expected_ndr_nic" in q3 and "missing field 'source'" in q3
+    numbers = steps.numbers()
+    assert "recorded_nvlink_over_network" not in numbers and numbers["spec_nvlink_over_pcie"] > 1
+    assert all(math.isfinite(v) for v in numbers.values())
+    assert interview.notes()["recorded_nvlink_over_nic"] is None  # JSON null, not NaN
+
+
 def test_recorded_curves_are_one_way_rates():
     curves, missing = ladder.recorded_curves()
     assert curves, missing

@@ -58,13 +58,14 @@ RECORDED_RUNGS = (
 )
 
 
-def recorded_rungs() -> tuple[list[Rung], list[str]]:
-    out, missing = [], []
+def recorded_rungs() -> tuple[list[Rung], dict[str, str]]:
+    """The recorded ladder's rungs, and for each level left out, the dataset and why (did not load, no rows)."""
+    out, missing = [], {}
     for level, name, where, column, factor, how, note in RECORDED_RUNGS:
         try:
             ds = load(name)
         except DatasetError as e:
-            missing.append(f"{name}: {e}")
+            missing[level] = f"{name}: {e}"
             continue
         f = ds.frame
         for col, val in where.items():
@@ -79,7 +80,7 @@ def recorded_rungs() -> tuple[list[Rung], list[str]]:
         else:
             v = float(f[column].iloc[0]) if len(f) else None
         if v is None:
-            missing.append(f"{name}: no rows match {where}")
+            missing[level] = f"{name}: no rows match {where}"
             continue
         out.append(
             Rung(
@@ -224,19 +225,34 @@ class LadderRungs:
 
     def __init__(self, host: LevelSweep, processes: LevelSweep, gpu_levels: Sequence[LevelSweep], sizes):
         self.mine = [host, processes] + [c for c in gpu_levels if c.how == "measured"]
-        recorded, _ = recorded_rungs()
+        recorded, self.missing = recorded_rungs()
         self.table = ladder_table(measured_rungs(self.mine, last_level_cache_bytes()) + recorded + spec_rungs())
         self.datasets = [r.dataset for r in recorded if r.dataset]
         self.same_sizes = tuple(host.nbytes) == tuple(processes.nbytes) == tuple(sizes)
         self.processes_GBps = processes.plateau_GBps
 
-    def rate(self, ladder: str, level: str) -> float:
-        """GB/s of `level` on the first ladder whose name starts with `ladder` ("measured", "recorded", "spec")."""
+    def rate(self, ladder: str, level: str) -> float | None:
+        """GB/s of `level` on the first ladder whose name starts with `ladder` ("measured", "recorded", "spec");
+        None where that ladder has no such level (a recorded dataset that did not load: `missing` says why)."""
         t = self.table[(self.table["ladder"].str.startswith(ladder)) & (self.table["level"] == level)]
-        return float(t["GBps"].iloc[0]) if len(t) else float("nan")
+        return float(t["GBps"].iloc[0]) if len(t) else None
 
-    def ratio(self, ladder: str, upper: str, lower: str) -> float:
-        return self.rate(ladder, upper) / self.rate(ladder, lower)
+    def ratio(self, ladder: str, upper: str, lower: str) -> float | None:
+        """`upper` ÷ `lower` on one ladder; None where either level is missing from it."""
+        a, b = self.rate(ladder, upper), self.rate(ladder, lower)
+        return None if a is None or b is None else a / b
+
+    def ratio_text(self, ladder: str, upper: str, lower: str) -> str:
+        """The ratio in words: "×9.4 spec", or "no recorded rate: <the level missing and why>", never "×nan"."""
+        r = self.ratio(ladder, upper, lower)
+        if r is not None:
+            return f"×{r:.1f} {ladder}"
+        why = [
+            f"{LEVEL_NAMES[lv]} missing ({self.missing.get(lv, 'not on this ladder')})"
+            for lv in (upper, lower)
+            if self.rate(ladder, lv) is None
+        ]
+        return f"no {ladder} rate: {'; '.join(why)}"
 
     def figure(self):
         return plot_rungs(self.table)
@@ -249,11 +265,11 @@ class LadderRungs:
         if "host_memory" in set(self.table[self.table["ladder"] == "measured here"]["level"]):
             out["host_cache_over_dram"] = self.ratio("measured", "host_cache", "host_memory")
             out["dram_over_processes"] = self.ratio("measured", "host_memory", "processes")
-        return out | {
-            "processes_GBps": self.processes_GBps,
+        ratios = {
             "spec_nvlink_over_pcie": self.ratio("spec", "gpu_gpu", "host_gpu"),
             "recorded_nvlink_over_network": self.ratio("recorded", "gpu_gpu", "network"),
-        }
+        }  # a ratio with a level missing is left out (the interview line says why), never recorded as NaN
+        return out | {"processes_GBps": self.processes_GBps} | {k: v for k, v in ratios.items() if v is not None}
 
     def checks(self) -> dict:
         return {
@@ -287,8 +303,8 @@ class Interview:
             f"(model ×{cmp.model_speedup:.2f}); sent across: flat {format_bytes(self.across.total('flat_ring'))}, "
             f"hierarchical {format_bytes(self.across.total('hierarchical'))} — measured here; slow link between "
             f"groups: {cmp.cmp.short_link_text}",
-            f"Q3: NVLink 4 ÷ NDR NIC, per direction: ×{r.ratio('spec', 'gpu_gpu', 'network'):.1f} spec, "
-            f"×{r.ratio('recorded', 'gpu_gpu', 'network'):.1f} recorded",
+            f"Q3: NVLink 4 ÷ NDR NIC, per direction: {r.ratio_text('spec', 'gpu_gpu', 'network')}, "
+            f"{r.ratio_text('recorded', 'gpu_gpu', 'network')}",
         ]
         lines += [
             f"ladder: {s.level_name} ÷ {LEVEL_NAMES[s.next_level]}: ×{s.ratio_to_next:.1f} — {s.source}"
