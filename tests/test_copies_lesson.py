@@ -54,7 +54,7 @@ def test_a_reference_without_pageable_numbers_records_no_ratio_and_says_so():
 
 
 def test_the_break_even_and_the_interview_quote_the_largest_size(survey):
-    pin = pinned_lesson.PinCost(pin_cost.recorded(ref.load_all(kind="point")).data)
+    pin = pinned_lesson.PinCost.of(pin_cost.recorded(ref.load_all(kind="point")).data)
     s = _session()
     s.present(pin.break_even())
     largest = pin.table.iloc[-1]
@@ -219,9 +219,9 @@ def test_the_one_copy_prediction_says_why_without_a_1_mib_row():
     from labkit import check
 
     found = pin_cost.recorded(ref.load_all(kind="point")).data
-    pin = pinned_lesson.PinCost(found)
+    pin = pinned_lesson.PinCost.of(found)
     assert pin.score_one_copy_pays(pin.pays_for_one_copy(1 << 20)).passed
     table = found.table[found.table.nbytes != 1 << 20]
-    without = pinned_lesson.PinCost(pin_cost.BreakEven(table, found.pin_label, found.copy_label, found.what))
+    without = pinned_lesson.PinCost(table, found.pin_label, found.copy_label, found.what)
     r = without.score_one_copy_pays(True)
     assert r.status == check.NOTHING_TO_CHECK and "no 1 MiB row" in r.message

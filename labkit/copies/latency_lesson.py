@@ -1,5 +1,4 @@
-"""What notebook 01 shows, section by section, as results that present themselves (`Session.present`): each
-draws its figure, says its report, and names the numbers, checks and notes it puts into the results JSON."""
+"""What notebook 01 shows, section by section: results that `runtime.Session.present` shows and records."""
 
 from __future__ import annotations
 
@@ -38,12 +37,11 @@ NO_FIT = "no curve in this run has enough sizes to fit α and β (see the fit ta
 
 
 @dataclass(frozen=True)
-class Curves:
-    """Experiment 1: copy time against size, measured here (with a GPU) and on every recorded system."""
+class Curves(ShownSection):
+    """Experiment 1: copy time against size, measured here (with a GPU) and on every recorded system; `shown` is the
+    "h2d_sweep" experiment (its data: the live curves, or None)."""
 
-    here: object  # runtime.Shown of "h2d_sweep": the live curves, or None
     recorded: list  # the copy_sweep datasets the reference selects
-    experiment = "h2d_sweep"
 
     @cached_property
     def _recorded(self):
@@ -55,7 +53,7 @@ class Curves:
 
     @cached_property
     def curves(self) -> list:
-        return (self.here.data or []) + self._recorded[0]
+        return (self.frame or []) + self._recorded[0]
 
     @property
     def sweeps(self) -> list:
@@ -71,12 +69,12 @@ class Curves:
         return [c for c in self.sweeps if c.direction == direction]
 
     def report(self) -> str:
-        return f"H2D/D2H experiment: {self.here.mode}; {len(self.curves)} curves"
+        return f"H2D/D2H experiment: {self.shown.mode}; {len(self.curves)} curves"
 
     def notes(self) -> dict:
         return {
             "curves": len(self.curves),
-            "recorded_datasets": len(dict.fromkeys(self.here.datasets + tuple(self.datasets))),
+            "recorded_datasets": len(dict.fromkeys(self.shown.datasets + tuple(self.datasets))),
         }
 
 

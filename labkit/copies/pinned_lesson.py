@@ -1,5 +1,4 @@
-"""What notebook 02 shows, section by section, as results that present themselves (`Session.present`): each
-draws its figure, says its report, and names the numbers, checks and notes it puts into the results JSON."""
+"""What notebook 02 shows, section by section: results that `runtime.Session.present` shows and records."""
 
 from __future__ import annotations
 
@@ -154,32 +153,25 @@ class PinnedOnly:
 
 
 @dataclass(frozen=True)
-class PinCost:
-    """Experiment 2: what pinning a fresh tensor costs against the copy time it saves (pin_cost.BreakEven)."""
+class PinCost(pin_cost.BreakEven):
+    """Experiment 2: what pinning a fresh tensor costs against the copy time it saves — the break-even table
+    (`pin_cost.BreakEven`: table, pin_label, copy_label, what) as the notebook presents it."""
 
-    found: object  # pin_cost.BreakEven
     experiment = "pin_cost"
 
-    @property
-    def table(self):
-        return self.found.table
-
-    @property
-    def pin_label(self) -> str:
-        return self.found.pin_label
-
-    @property
-    def copy_label(self) -> str:
-        return self.found.copy_label
+    @classmethod
+    def of(cls, found: pin_cost.BreakEven) -> PinCost:
+        """The table that `session.show("pin_cost", ...)` found, presented."""
+        return cls(**vars(found))
 
     def report(self) -> list:
         styled = self.table.drop(columns="nbytes").style.format(
             {c: format_time for c in PIN_TIMES} | {"break_even_copies": "{:.2f}"}
         )
-        return [styled, f"pin time: {self.found.what}"]
+        return [styled, f"pin time: {self.what}"]
 
     def notes(self) -> dict:
-        return {"pin": self.pin_label, "copies": self.copy_label, "what": self.found.what, "sizes": len(self.table)}
+        return {"pin": self.pin_label, "copies": self.copy_label, "what": self.what, "sizes": len(self.table)}
 
     def break_even(self) -> BreakEven:
         return BreakEven(self)
@@ -276,22 +268,21 @@ class Loader(ShownSection):
 
 
 @dataclass(frozen=True)
-class Stages:
-    """The loader's stages one at a time, read against the pipelines' pace."""
+class Stages(ShownSection):
+    """The loader's stages one at a time, read against the pipelines' pace; `shown` is the "dataloader_stages"
+    experiment."""
 
-    stages: object  # runtime.Shown of "dataloader_stages"
     loader: Loader
-    experiment = "dataloader_stages"
 
     def report(self) -> list:
-        s, pipelines = self.stages, self.loader.shown
+        pipelines = self.loader
         return [
-            s.data[["what", "seconds_per_batch", "batches_per_s", "GBps"]].round(4),
-            dataloader.pace_text(pipelines.data, s.data, pipelines.label, s.label),
+            self.frame[["what", "seconds_per_batch", "batches_per_s", "GBps"]].round(4),
+            dataloader.pace_text(pipelines.frame, self.frame, pipelines.source, self.source),
         ]
 
     def notes(self) -> dict:
-        f = self.stages.data
+        f = self.frame
         return {"stages": list(f["stage"]), "workers_batches_per_s": round(float(f["batches_per_s"].iloc[0]), 1)}
 
 

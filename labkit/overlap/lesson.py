@@ -1,5 +1,4 @@
-"""What notebook 03 shows, section by section, as results that present themselves (`Session.present`): each
-draws its figure, says its report, and names the numbers, checks and notes it puts into the results JSON."""
+"""What notebook 03 shows, section by section: results that `runtime.Session.present` shows and records."""
 
 from __future__ import annotations
 
