@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 
 from ..provenance import write_measured
@@ -52,17 +54,22 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--fail-rank", type=int, metavar="R", help="rank R raises in the middle of the first timed collective"
     )
-    parser.add_argument("--straggler", metavar="R:SECONDS", help="rank R sleeps SECONDS before every timed collective")
+    parser.add_argument(
+        "--straggler", type=_straggler, metavar="R:SECONDS", help="rank R sleeps SECONDS before every timed collective"
+    )
 
 
-def _parse_straggler(text):
-    if text is None:
-        return None
+def _straggler(text: str) -> tuple[int, float]:
+    """--straggler R:SECONDS as (rank, seconds): a whole rank >= 0 and a finite delay >= 0 (which ranks exist is
+    checked once the ranks are known)."""
+    rank, sep, seconds = text.partition(":")
     try:
-        r, s = text.split(":")
-        return int(r), float(s)
+        value = int(rank), float(seconds)
     except ValueError:
-        raise ValueError(f"--straggler takes R:SECONDS, e.g. 1:0.5, got {text!r}") from None
+        value = None
+    if not sep or value is None or value[0] < 0 or not 0 <= value[1] < math.inf:
+        raise argparse.ArgumentTypeError(f"takes R:SECONDS, a rank >= 0 and seconds >= 0, e.g. 1:0.5, got {text!r}")
+    return value
 
 
 def bench(args):
@@ -81,7 +88,7 @@ def bench(args):
         check=not args.no_check,
         timeout_s=args.timeout,
         fail_rank=args.fail_rank,
-        straggler=_parse_straggler(args.straggler),
+        straggler=args.straggler,
     )
     for rec in records:
         if rec["correct"] is False:

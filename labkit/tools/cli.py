@@ -26,7 +26,6 @@ from .commands import (
     cmd_student,
 )
 from .explain import command as explain_cmd
-from .notebooks import CELL_TIMEOUT_S
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +88,7 @@ def _add_ref(sub) -> None:
         choices=["auto", *logs.FORMATS],
         help="with import-log: the tool that wrote the log (default: recognised from its text)",
     )
-    r.add_argument("--out", help="with import-log: folder to write into (default: the per-user data folder)")
+    flags.add_folder_flag(r, "--out", "with import-log: folder to write into (default: the per-user data folder)")
     r.add_argument("--source", help="with import-log: where the log comes from (a URL, a cluster and date)")
     r.add_argument("--op", help="with import-log: the collective of an nccl-tests log that does not name it")
     r.add_argument(
@@ -102,14 +101,14 @@ def _add_ref(sub) -> None:
     r.add_argument("--only", action="append", help="with import: only this dataset (repeatable)")
     r.add_argument("--system", help="with import / import-log: describe the system in plain words")
     r.add_argument("--caveat", help="with import: a caveat appended to every imported dataset")
-    r.add_argument("--dest", help="with import: folder to import into (default: the per-user data folder)")
+    flags.add_folder_flag(r, "--dest", "with import: folder to import into (default: the per-user data folder)")
     r.add_argument("--force", action="store_true", help="with import: replace datasets of the same names")
     r.set_defaults(func=cmd_ref)
 
 
 def _add_record(sub) -> None:
     rec = sub.add_parser("record", help="run every experiment this machine can and write a profile folder")
-    rec.add_argument("--out", required=True, help="profile folder to write (written atomically)")
+    flags.add_folder_flag(rec, "--out", "profile folder to write (written atomically)", required=True)
     rec.add_argument("--quick", action="store_true", help="smaller sweeps")
     rec.add_argument("--force", action="store_true", help="replace an existing profile folder")
     rec.add_argument("--only", action="append", help="record only this experiment (repeatable)")
@@ -119,12 +118,11 @@ def _add_record(sub) -> None:
 def _add_run(sub) -> None:
     run = sub.add_parser("run", help="execute notebooks headless with papermill")
     run.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all of them)")
-    run.add_argument("--out", default="artifacts/run", help="folder for executed notebooks and results")
+    flags.add_folder_flag(run, "--out", "folder for executed notebooks and results", default="artifacts/run")
     run.add_argument("--mode", default="auto", choices=["auto", "live", "reference"])
-    run.add_argument("--quick", action="store_true")
     run.add_argument("--reference", default=None, help="dataset name or profile folder to replay")
     run.add_argument("--html", action="store_true", help="also export each executed notebook to HTML")
-    run.add_argument("--timeout", type=flags.whole(1), default=CELL_TIMEOUT_S, help="seconds per cell before giving up")
+    flags.add_notebook_flags(run)
     run.set_defaults(func=cmd_run)
 
 
@@ -154,7 +152,7 @@ def _add_model(sub) -> None:
     m.add_argument("--nics-per-node", type=flags.whole(1), help="NICs per node the collectives use (with --nodes)")
     m.add_argument("--nvls", action="store_true", help="NVSwitch with NVLink SHARP (Hopper and later)")
     m.add_argument("--sharp", action="store_true", help="an InfiniBand fabric with SHARP (CollNet)")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--json", action="store_true", help="one JSON record per line (one per algorithm with --nodes)")
     m.set_defaults(func=cmd_model)
 
 
@@ -169,24 +167,23 @@ def _add_compare(sub) -> None:
 
 def _add_notebooks(sub) -> None:
     nb = sub.add_parser("notebooks", help="copy the notebooks (instructor edition) into a folder")
-    nb.add_argument("--out", required=True, help="folder for the copies")
+    flags.add_folder_flag(nb, "--out", "folder for the copies", required=True)
     nb.add_argument("--force", action="store_true", help="overwrite notebooks already in that folder")
     nb.set_defaults(func=cmd_notebooks)
 
 
 def _add_site(sub) -> None:
     si = sub.add_parser("site", help="build the static website: every notebook executed and exported to HTML")
-    si.add_argument("--out", required=True, help="folder for the site (index.html and one page per notebook)")
-    si.add_argument("--quick", action="store_true", help="smaller live CPU sweeps")
+    flags.add_folder_flag(si, "--out", "folder for the site (index.html and one page per notebook)", required=True)
     si.add_argument("--executed", help="use already-executed notebooks from this folder instead of running them")
-    si.add_argument("--timeout", type=flags.whole(1), default=CELL_TIMEOUT_S, help="seconds per cell before giving up")
+    flags.add_notebook_flags(si)
     si.set_defaults(func=cmd_site)
 
 
 def _add_student(sub) -> None:
     st = sub.add_parser("student", help="write the student edition: notebooks with the solutions removed")
     st.add_argument("notebooks", nargs="*", help="notebook names or paths (default: all)")
-    st.add_argument("--out", required=True, help="folder for the student copies")
+    flags.add_folder_flag(st, "--out", "folder for the student copies", required=True)
     st.set_defaults(func=cmd_student)
 
 

@@ -1,4 +1,5 @@
-"""What the user typed on the command line, checked: argparse types for numbers, sizes and lists, and path flags.
+"""What the user typed on the command line, checked: argparse types for numbers, sizes, lists and folders, and the
+flags several commands share (a folder to write into; the notebooks' --quick and --timeout).
 
 Each check refuses a bad value naming the flag, before anything starts (no process launched, no GPU touched).
 """
@@ -11,6 +12,7 @@ import os
 import re
 
 from ..units import parse_size, parse_sizes
+from .notebooks import CELL_TIMEOUT_S
 
 
 class Parser(argparse.ArgumentParser):
@@ -83,15 +85,6 @@ def reals(text: str) -> list[float]:
     return [real(0.0)(p) for p in parts]
 
 
-def straggler(text: str) -> str:
-    rank, sep, seconds = text.partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"takes R:SECONDS, e.g. 1:0.5, got {text!r}")
-    whole(0)(rank)
-    real(0.0, strict=False)(seconds)
-    return text
-
-
 def one_of(module: str, constant: str):
     """argparse type: a comma-separated list drawn from `module.constant` (imported when a value is checked)."""
 
@@ -118,7 +111,6 @@ BENCH_FLAG_CHECKS = {
     "--timeout": real(0.0),
     "--step-factor": real(1.0),
     "--ratios": reals,
-    "--straggler": straggler,
     "--direction": one_of("labkit.copies.sweeps", "DIRECTIONS"),
     "--memory": one_of("labkit.copies.sweeps", "MEMORIES"),
 }
@@ -155,10 +147,28 @@ def existing_file(path: str, what: str) -> None:
         raise FileNotFoundError(f"{path}: no such file")
 
 
-def folder_flag(path: str | None, flag: str) -> None:
-    """A flag that names a folder to write into must not name a file."""
-    if path is not None and os.path.exists(path) and not os.path.isdir(path):
-        raise FileExistsError(f"{flag} {path} is a file, not a folder: give a folder")
+def folder(path: str) -> str:
+    """argparse type: a folder to write into, new or existing, never a file."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path} is a file, not a folder: give a folder")
+    return path
+
+
+def add_folder_flag(parser: argparse.ArgumentParser, flag: str, help: str, **kw) -> None:
+    """The flag naming the folder a command writes into (`--out`, `ref import --dest`), checked as argparse reads it."""
+    parser.add_argument(flag, type=folder, metavar="FOLDER", help=help, **kw)
+
+
+def add_notebook_flags(parser: argparse.ArgumentParser) -> None:
+    """`--quick` and `--timeout` of the commands that execute the notebooks (`labkit run`, `labkit site`)."""
+    parser.add_argument("--quick", action="store_true", help="run the notebooks with quick=True: smaller sweeps")
+    parser.add_argument(
+        "--timeout",
+        type=whole(1),
+        default=CELL_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"seconds one cell may run before giving up (default {CELL_TIMEOUT_S})",
+    )
 
 
 def output_file(path: str, flag: str) -> None:
