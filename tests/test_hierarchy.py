@@ -212,7 +212,7 @@ def test_compare_over_network_namespaces_cleans_up():
     if not ok:
         pytest.skip(f"network namespaces unavailable: {why}")
     before = set(slowlink.list_namespaces())
-    cmp = comparison.compare(4, 2, [1 * MiB], slow_link="netns", rate_GBps=0.01, repeats=3)
+    cmp = comparison.run_live(4, 2, compare_sizes=[1 * MiB], slow_link="netns", rate_GBps=0.01, repeats=3).comparison
     assert slowlink.own_namespaces() == set() and slowlink.orphaned_namespaces(before) == set()  # none left
     assert cmp.slow_link == "netns" and cmp.slow_link_text.startswith("real:")
     df, bt = _assert_comparison(cmp)

@@ -1,11 +1,11 @@
 """Hierarchical vs flat all-reduce over a slow link between groups of processes, and the straggler, measured here.
 
-- `compare(...)` / `run_live(...)`: the hand-written hierarchical all-reduce (labkit.hierarchy.hierarchical)
-  against a flat ring and gloo's own all_reduce, on real processes (labkit.launch) whose groups are
-  joined by a genuinely slower link — network namespaces shaped with tc when running as root
-  (labkit.hierarchy.slowlink), otherwise an emulated token-bucket uplink, labelled as such.
+- `run_live(...)`: the hand-written hierarchical all-reduce (labkit.hierarchy.hierarchical) against a flat
+  ring and gloo's own all_reduce, on real processes (labkit.launch) whose groups are joined by a genuinely
+  slower link — network namespaces shaped with tc when running as root (labkit.hierarchy.slowlink),
+  otherwise an emulated token-bucket uplink, labelled as such; in the same launch, where asked, the
+  ladder's process level and the straggler (one rank arrives late, and every rank waits for it).
 - `compare_model`: the same runs predicted by the cluster model (labkit.cluster, rates as given).
-- `straggler(...)`: one rank arrives late, and every rank waits for it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..launch import launch
 from ..units import MiB, format_bytes
 from . import ladder, slowlink
 from .hierarchical import Layout, SharedUplink
-from .worker import run_tasks, straggler_rank
+from .worker import run_tasks
 
 #: Default rate of the slow link between groups: 0.025 GB/s (200 Mb/s) per direction. gloo over
 #: this machine's loopback moves ~1 GB/s, so the link between groups is ~40× slower than inside
@@ -148,30 +148,6 @@ def _slow_link(kind: str, why: str, groups: int, rate_GBps: float):
         yield {"kind": "none"}, "none: every process on the host's loopback"
 
 
-def compare(
-    world_size: int = 4,
-    group_size: int = 2,
-    sizes: Sequence[int] = COMPARE_SIZES_QUICK,
-    *,
-    slow_link: str = "auto",
-    rate_GBps: float = SLOW_LINK_GBPS,
-    repeats: int = 3,
-    timeout_s: float = 180.0,
-) -> Comparison:
-    """Run hierarchical vs flat ring vs gloo all_reduce on `world_size` processes in groups of `group_size`."""
-    return run_live(
-        world_size,
-        group_size,
-        compare_sizes=sizes,
-        slow_link=slow_link,
-        rate_GBps=rate_GBps,
-        repeats=repeats,
-        ladder_sizes=None,
-        straggler_delay=None,
-        timeout_s=timeout_s,
-    ).comparison
-
-
 @dataclasses.dataclass(frozen=True)
 class LiveRuns:
     """What one launch of notebook 6's process experiments measured."""
@@ -188,7 +164,7 @@ def run_live(
     *,
     compare_sizes: Sequence[int] = COMPARE_SIZES_QUICK,
     ladder_sizes: Sequence[int] | None = None,
-    straggler_delay: tuple | None = (1, 0.2),
+    straggler_delay: tuple | None = None,
     slow_link: str = "auto",
     rate_GBps: float = SLOW_LINK_GBPS,
     repeats: int = 3,
@@ -197,9 +173,10 @@ def run_live(
 ) -> LiveRuns:
     """All of notebook 6's multi-process experiments in ONE launch (process start-up is the slow part).
 
-    In order: the ladder's process level (gloo sendrecv between ranks 0 and 1, on loopback), the
-    straggler (rank R sleeps S seconds before an all_reduce), then hierarchical vs flat ring vs
-    gloo over the slow link (which, for namespaces, moves every rank into its group's namespace).
+    In order: the ladder's process level where `ladder_sizes` are given (gloo sendrecv between ranks 0
+    and 1, on loopback), the straggler where `straggler_delay=(R, S)` is given (rank R sleeps S seconds
+    before an all_reduce), then, always, hierarchical vs flat ring vs gloo over the slow link (which,
+    for namespaces, moves every rank into its group's namespace).
     """
 
     layout = Layout(world_size, group_size)
@@ -309,28 +286,6 @@ def plot_compare(cmp: Comparison, model=None):
 
 
 # --------------------------------------------------------------------------- the straggler
-def straggler(
-    world_size: int = 4,
-    delay_rank: int = 1,
-    delay_s: float = 0.2,
-    nbytes: int = 1 * MiB,
-    repeats: int = 3,
-    timeout_s: float = 120.0,
-):
-    """Every rank's time from a common barrier to the end of one all_reduce, while one rank sleeps first."""
-
-    if not 0 <= delay_rank < world_size:
-        raise ValueError(f"delay_rank must be in 0..{world_size - 1}, got {delay_rank}")
-    rows = launch(
-        straggler_rank,
-        world_size,
-        "gloo",
-        timeout_s=timeout_s,
-        kwargs=dict(delay_rank=delay_rank, delay_s=delay_s, nbytes=nbytes, repeats=repeats),
-    )
-    return straggler_frame(rows)
-
-
 def straggler_frame(rows):
     """One row per rank; `left_early` counts the repeats in which this rank left the all_reduce
     before the late rank had entered it (on the machine's monotonic clock). It is 0 for every rank
