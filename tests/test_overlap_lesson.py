@@ -122,3 +122,13 @@ def test_the_host_run_reports_a_load_average_the_os_does_not_keep(monkeypatch):
     host = lesson.HostOverlap(_host_frame(), lesson.load_average())
     assert "load average before the run: not kept by this OS" in host.report()[0]
     assert host.notes()["load_average_1min"] is None
+
+
+def test_exercise_4_says_why_when_the_readme_system_is_not_shown(gpu_run):
+    from labkit import check
+
+    table = recorded.recorded_duplex_for(None)[0]
+    kept = lesson.Duplex(table, gpu_run).gpu0_h2d_retained()
+    assert lesson.Duplex(table, gpu_run).check_gpu0_h2d_retained(kept).passed
+    without = lesson.Duplex(table[~table.dataset.str.contains("readme")], gpu_run).check_gpu0_h2d_retained(0.9)
+    assert without.status == check.NOTHING_TO_CHECK and "README's GPU 0" in without.message

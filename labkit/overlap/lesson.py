@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import plots
+from .. import check, plots
 from .. import reference as ref
 from ..runtime import ShownSection
 from ..units import format_bytes, format_time
@@ -314,6 +314,14 @@ class Duplex:
         t = self.table
         rows = t[(t.gpu == 0) & (t.direction == "h2d") & t.dataset.str.contains("readme")]
         return float(rows.retained.iloc[0]) if len(rows) else None
+
+    def check_gpu0_h2d_retained(self, answer) -> check.CheckResult:
+        """Exercise 4 checked against `gpu0_h2d_retained`, or why this run cannot check it."""
+        name, kept = "H2D kept while D2H runs", self.gpu0_h2d_retained()
+        if kept is None:
+            why = "the full-duplex points shown leave out the nvbandwidth README's GPU 0: reference=None shows it"
+            return check.unavailable(name, why)
+        return check.numeric(name, answer, kept, hint="while-both ÷ alone")
 
 
 @dataclass(frozen=True)
