@@ -8,6 +8,7 @@ Every figure has a title, units on both axes and its source in the legend or tit
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import textwrap
 
@@ -78,6 +79,17 @@ def bytes_per_rank_figure(nbytes: int = 1 << 20, max_ranks: int = 16, itemsize: 
         source="source: labkit.allreduce.simulation schedule and model",
     )
     return fig
+
+
+@dataclasses.dataclass(frozen=True)
+class BytesPerRank:
+    """Bytes each rank sends for N = 1..max_ranks at one size, as a result `Session.present` draws and checks."""
+
+    nbytes: int
+    max_ranks: int = 16
+
+    def figure(self):
+        return bytes_per_rank_figure(self.nbytes, self.max_ranks)
 
 
 # --------------------------------------------------------------------------- measured vs modelled
