@@ -15,7 +15,7 @@ def test_nb04_reference_mode(run_nb):
     # with no GPU in the run, both experiments are replayed
     assert r["experiments"]["p2p_local"]["mode"] == "reference"
     assert r["experiments"]["p2p_matrix"]["mode"] == "reference"
-    assert r["experiments"]["p2p_matrix"]["gpus_measured"] == 0
+    assert r["experiments"]["p2p_matrix"]["gpus_measured"] == 0 == r["experiments"]["p2p_local"]["gpus_measured"]
     # every recorded p2p system is shown, plus the bandwidthTest run behind the staging model
     shown = set(r["datasets"])
     assert set(reference.list_datasets(kind="p2p_matrix")) <= shown

@@ -325,6 +325,21 @@ def gpus_measured(run, pairs: bool = False) -> int:
     return n if not pairs or n > 1 else 0
 
 
+class ThisRun:
+    """What of notebook 04 this run measures live and what it replays: one sentence, and the GPUs measured."""
+
+    experiment = "p2p_local"
+
+    def __init__(self, run: P2PRun | None, local_mode: str, pairs_mode: str):
+        self.run, self.local_mode, self.pairs_mode = run, local_mode, pairs_mode
+
+    def report(self) -> str:
+        return f"**This run:** {what_this_run_measures(self.local_mode, self.pairs_mode)}"
+
+    def notes(self) -> dict:
+        return {"gpus_measured": gpus_measured(self.run)}
+
+
 class LocalCopy:
     """The copy inside GPU0 measured here (nothing where this run replays): its rate, checked, and the run's rows."""
 
