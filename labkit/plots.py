@@ -202,29 +202,35 @@ def tidy(fig):
 
 
 def _fit_legends(fig) -> None:
-    """Wrap the entries of a legend that would run into the axes (or their legend) on its right."""
+    """Wrap the entries of a legend that would run into the axes (or their legend) on its right.
+
+    Only a legend whose axes have another axes to their right can run into one, and the axes' positions
+    say which without laying out any text: a figure with none (one column of panels, or a legend on the
+    right-hand panel only) asks for no renderer. The text laid out for the others is cached with the
+    canvas's renderer, so a draw at the figure's own dpi (the inline backend's PNG) reuses it.
+    """
     import textwrap
 
-    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
-    if not legends or len(fig.axes) < 2:
-        return
+    beside = []  # (legend, the x in pixels it must stay left of)
+    for ax in fig.axes:
+        if ax.get_legend() is None:
+            continue
+        right = [o.bbox.x0 for o in fig.axes if o is not ax and o.get_visible() and o.bbox.x0 > ax.bbox.x1 - 1]
+        if right:  # axes side by side: the nearest one starting right of this one
+            beside.append((ax.get_legend(), min(right) - 6))
     get_renderer = getattr(fig.canvas, "get_renderer", None)  # Agg canvases (inline, PNG); others: left as is
-    if get_renderer is None:
+    if not beside or get_renderer is None:
         return
     renderer = get_renderer()
-    for ax, legend in legends:
+    for legend, limit in beside:
         box = legend.get_window_extent(renderer)
-        left = ax.get_window_extent(renderer)
-        right = [o.get_window_extent(renderer).x0 for o in fig.axes if o is not ax and o.get_visible()]
-        right = [x for x in right if x > left.x1 - 1]  # axes side by side: the next one starts right of this one
-        if not right or box.x1 <= min(right) - 6:
+        if box.x1 <= limit:
             continue
-        room = min(right) - 6 - box.x0  # pixels from the legend's left edge to the next axes
+        room = limit - box.x0  # pixels from the legend's left edge to the next axes
         texts = legend.get_texts()
-        widest = max(t.get_window_extent(renderer).width for t in texts)
-        handle = box.width - widest  # swatch, padding and border
-        for t in texts:
-            width = t.get_window_extent(renderer).width
+        widths = [t.get_window_extent(renderer).width for t in texts]
+        handle = box.width - max(widths)  # swatch, padding and border
+        for t, width in zip(texts, widths):
             if width > room - handle > 0:
                 chars = max(20, int(len(t.get_text()) * (room - handle) / width))
                 t.set_text(textwrap.fill(t.get_text(), chars, subsequent_indent="  "))

@@ -89,3 +89,21 @@ def test_a_legend_below_its_axes_does_not_run_into_the_next_one():
     assert left.x1 < right.x0
     assert "\n" in axes[0].get_legend().get_texts()[0].get_text()
     assert axes[0].lines[0].get_label() == f"{label} 0"  # the line's own label is whole
+
+
+def test_only_a_legend_with_axes_on_its_right_is_laid_out(monkeypatch):
+    """tidy measures a legend's text (a renderer pass over it) only where an axes to its right could be hit:
+    none for panels stacked in one column, the left panel's alone for two side by side."""
+    from matplotlib.legend import Legend
+
+    measured = []
+    real = Legend.get_window_extent
+    monkeypatch.setattr(Legend, "get_window_extent", lambda self, *a, **k: measured.append(self) or real(self, *a, **k))
+    for (rows, cols), expected in (((2, 1), 0), ((1, 2), 1)):
+        fig, axes = plots.figure(rows, cols)
+        for ax in axes:
+            plots.line(ax, [1, 2], [1, 2], "recorded: a system whose name is long enough to matter")
+            plots.finish(ax, "t", "x (B)", "y (GB/s)")
+        measured.clear()
+        plots.tidy(fig)
+        assert measured == [axes[0].get_legend()] * expected, (rows, cols)
