@@ -74,6 +74,19 @@ def test_bad_input_gets_a_clear_error(args, needle):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize(
+    "flag,value",
+    [("--nodes", "0"), ("--gpus-per-node", "2.5"), ("--nic-bandwidth", "nan"), ("--nics-per-node", "x")],
+)
+def test_model_and_explain_refuse_a_bad_cluster_flag_in_the_same_words(flag, value, capsys):
+    errors = []
+    for command in (["model", "--size", "1GiB", "--gpus", "8", "--bandwidth", "10"], ["explain", "run.log"]):
+        assert main([*command, flag, value]) == 2
+        err = capsys.readouterr().err
+        errors.append(err.split(": error: ", 1)[1].split(" (see `")[0])
+    assert errors[0] == errors[1] and errors[0].startswith(f"{flag} must be"), errors
+
+
 @pytest.mark.parametrize("bench,ranks", [("allreduce", "10000"), ("soak", "10000"), ("allreduce", "0"), ("soak", "-1")])
 def test_a_bad_rank_count_is_refused_before_anything_starts(bench, ranks, capsys):
     import time

@@ -140,18 +140,17 @@ def _add_model(sub) -> None:
     m.add_argument(
         "--algorithm", default="ring", choices=["ring", "tree", "naive", "recursive_doubling", "hierarchical"]
     )
-    m.add_argument("--gpus-per-node", type=flags.whole(1))
     m.add_argument("--inter-bandwidth", type=flags.real(0.0), help="GB/s per direction between groups (hierarchical)")
-    m.add_argument("--inter-latency-us", type=flags.real(0.0, strict=False))
-    m.add_argument(
-        "--nodes",
-        type=flags.whole(1),
-        help="nodes: model the cluster (ring over all NICs, tree, hierarchical, NVLS, SHARP)",
+    m.add_argument("--inter-latency-us", type=flags.real(0.0, strict=False), help="α between groups, µs (hierarchical)")
+    flags.add_cluster_flags(
+        m,
+        nodes="modelling every algorithm that applies there (ring over all NICs, tree, hierarchical, NVLS, SHARP)",
+        gpus_per_node="with --algorithm hierarchical, or with --nodes (default --gpus / --nodes)",
+        nic_bandwidth="with --nodes",
+        nics_per_node="with --nodes",
+        nvls="with --nodes",
+        sharp="with --nodes",
     )
-    m.add_argument("--nic-bandwidth", type=flags.real(0.0), help="GB/s per NIC, per direction (with --nodes)")
-    m.add_argument("--nics-per-node", type=flags.whole(1), help="NICs per node the collectives use (with --nodes)")
-    m.add_argument("--nvls", action="store_true", help="NVSwitch with NVLink SHARP (Hopper and later)")
-    m.add_argument("--sharp", action="store_true", help="an InfiniBand fabric with SHARP (CollNet)")
     m.add_argument("--json", action="store_true", help="one JSON record per line (one per algorithm with --nodes)")
     m.set_defaults(func=cmd_model)
 
@@ -190,7 +189,6 @@ def _add_student(sub) -> None:
 def _add_explain(sub) -> None:
     ex = sub.add_parser("explain", help="is my nccl-tests number normal? verdict, expected busbw, likely causes")
     explain_cmd.add_arguments(ex)
-    flags.check_flags(ex, flags.EXPLAIN_FLAG_CHECKS)
     ex.set_defaults(func=explain_cmd.cmd_explain)
 
 

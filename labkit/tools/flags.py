@@ -1,5 +1,5 @@
 """What the user typed on the command line, checked: argparse types for numbers, sizes, lists and folders, and the
-flags several commands share (a folder to write into; the notebooks' --quick and --timeout).
+flags several commands share (a folder to write into; the notebooks' --quick and --timeout; a cluster's shape).
 
 Each check refuses a bad value naming the flag, before anything starts (no process launched, no GPU touched).
 """
@@ -116,11 +116,29 @@ BENCH_FLAG_CHECKS = {
 }
 
 
-#: The same for `labkit explain`'s hardware flags (labkit.tools.explain.command defines them).
-EXPLAIN_FLAG_CHECKS = {
-    **dict.fromkeys(("--nodes", "--gpus-per-node", "--nics-per-node", "--run"), whole(1)),
-    **dict.fromkeys(("--nvlink-bandwidth", "--nic-bandwidth"), real(0.0)),
+#: The flags that describe a cluster, written once for the commands that take them (`labkit model --nodes`,
+#: `labkit explain`): each flag's value, its check (run as argparse reads it) and its meaning with its unit.
+CLUSTER_FLAGS = {
+    "--nodes": dict(type=whole(1), metavar="N", help="nodes in the cluster"),
+    "--gpus-per-node": dict(type=whole(1), metavar="G", help="GPUs (ranks) per node"),
+    "--nic-bandwidth": dict(
+        type=real(0.0), metavar="GBPS", help="GB/s per NIC, per direction, line rate (NDR 400 Gb/s = 50)"
+    ),
+    "--nics-per-node": dict(type=whole(1), metavar="K", help="NICs per node the collectives use (GPU-facing rails)"),
+    "--nvls": dict(action="store_true", help="NVSwitch nodes with NVLink SHARP (HGX/DGX H100 and later)"),
+    "--sharp": dict(action="store_true", help="an InfiniBand fabric with SHARP (CollNet)"),
 }
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser, **when: str) -> None:
+    """Add CLUSTER_FLAGS to `parser`; `when` appends a command's own clause to a flag's help, keyed by the flag's
+    argparse name (`nodes="where the log does not say"`). The values land in args.nodes, args.gpus_per_node,
+    args.nic_bandwidth, args.nics_per_node, args.nvls and args.sharp."""
+    for flag, spec in CLUSTER_FLAGS.items():
+        clause = when.pop(flag[2:].replace("-", "_"), None)
+        parser.add_argument(flag, **{**spec, "help": spec["help"] + (f", {clause}" if clause else "")})
+    if when:
+        raise TypeError(f"add_cluster_flags: no cluster flag for {', '.join(when)}")
 
 
 def check_flags(parser: argparse.ArgumentParser, checks: dict) -> None:

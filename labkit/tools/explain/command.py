@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 
+from .. import flags
 from . import explain, model
 from .rules import size_text
 
-FACT_FLAGS = ("op", "nodes", "gpus_per_node", "gpu", "nvlink_GBps", "nic_GBps", "nics_per_node", "system", "algorithm")
+#: The flags that state a fact about the run, by argparse name, and explain()'s name for each.
+FACT_FLAGS = {
+    **{k: k for k in ("op", "nodes", "gpus_per_node", "gpu", "nics_per_node", "system", "algorithm")},
+    "nvlink_GBps": "nvlink_GBps",
+    "nic_bandwidth": "nic_GBps",
+}
 
 
 def add_arguments(p) -> None:
@@ -15,32 +21,19 @@ def add_arguments(p) -> None:
         "log", nargs="?", help="an nccl-tests log file (any layout `labkit ref import-log` reads) or a dataset name"
     )
     p.add_argument("--op", help="the collective, where the log does not name it (e.g. all_reduce)")
-    p.add_argument("--nodes", type=int, metavar="N", help="nodes the run spanned, where the log does not say")
-    p.add_argument("--gpus-per-node", type=int, metavar="G", help="GPUs (ranks) per node, where the log does not say")
+    flags.add_cluster_flags(p, nodes="where the log does not say", gpus_per_node="where the log does not say")
     p.add_argument("--gpu", help="GPU model (H100, A100, H200, B200, GB200), where the log's Rank lines do not say")
     p.add_argument(
         "--nvlink-bandwidth",
         dest="nvlink_GBps",
-        type=float,
+        type=flags.real(0.0),
         metavar="GBPS",
         help="GB/s per GPU per direction inside a node",
     )
-    p.add_argument(
-        "--nic-bandwidth",
-        dest="nic_GBps",
-        type=float,
-        metavar="GBPS",
-        help="GB/s per NIC per direction, line rate (NDR 400 Gb/s = 50)",
-    )
-    p.add_argument(
-        "--nics-per-node", type=int, metavar="K", help="NICs per node the collectives use (GPU-facing rails)"
-    )
     p.add_argument("--pcie-only", action="store_true", help="GPUs joined by PCIe only (no NVLink)")
-    p.add_argument("--nvls", action="store_true", help="NVSwitch nodes with NVLink SHARP (HGX/DGX H100 and later)")
-    p.add_argument("--sharp", action="store_true", help="an InfiniBand fabric with SHARP (CollNet)")
     p.add_argument("--system", metavar="NAME", help="a known system instead of the hardware flags (see --list-systems)")
     p.add_argument("--algorithm", help="the NCCL_ALGO the run used, where the log does not say (e.g. RING)")
-    p.add_argument("--run", type=int, metavar="N", help="explain only the N-th table of the log (1-based)")
+    p.add_argument("--run", type=flags.whole(1), metavar="N", help="explain only the N-th table of the log (1-based)")
     p.add_argument("--list-systems", action="store_true", help="print the known --system names and exit")
     p.add_argument("--json", action="store_true", help="one JSON object per run")
 
@@ -86,7 +79,7 @@ def cmd_explain(args) -> int:
         return 0
     if not args.log:
         raise ValueError("give LOG: an nccl-tests log file or a dataset name (labkit ref list)")
-    facts = {k: getattr(args, k) for k in FACT_FLAGS if getattr(args, k) is not None}
+    facts = {name: getattr(args, dest) for dest, name in FACT_FLAGS.items() if getattr(args, dest) is not None}
     facts.update(nvls=args.nvls, sharp=args.sharp, pcie_only=args.pcie_only)
     results = explain(args.log, run=args.run, **facts)
     for i, r in enumerate(results):
