@@ -124,6 +124,24 @@ def repeated_ranks(run: Run, runs: list[Run]) -> str | None:
     )
 
 
+def jobs_alone(run: Run, runs: list[Run]) -> str | None:
+    """Several processes each ran nccl-tests as rank 0 of its own job, at once (nccl-tests#182, #213, #306's output):
+    each job measured only its own GPUs."""
+    if run.jobs_at_once < 2 or run.world_size == 1:  # one rank per job: single_rank_tables says it
+        return None
+    if len(run.hosts) == 1:
+        what = f"this table is {run.hosts[0]}'s {run.world_size or run.rank_lines} GPU(s) measured alone"
+    else:
+        what = "each job measured only its own GPUs"
+    return (
+        f"{run.jobs_at_once} nccl-tests jobs ran at once: the log prints nccl-tests' parameter line ('# nThread ...') "
+        f"{run.jobs_at_once} times before this table, and a job prints it from its rank 0 only (nccl-tests "
+        f"src/common.cu). So {what}: an intra-node figure, not the cluster's. For one job across the nodes, build "
+        "nccl-tests with `make MPI=1` (after `make clean`), check that the binary links MPI (`ldd all_reduce_perf | "
+        "grep mpi`) and launch it with mpirun/srun (kwen2501, nccl-tests#27; kiskra-nvidia, nccl-tests#213)"
+    )
+
+
 def wrong_results(run: Run, runs: list[Run]) -> str | None:
     if not run.wrong_is_count:
         return None
@@ -148,7 +166,7 @@ def out_of_bounds(run: Run, runs: list[Run]) -> str | None:
     return f"nccl-tests printed '# Out of bounds values : {oob}': results failed validation"
 
 
-INVALID_RULES = (single_rank_tables, repeated_ranks, wrong_results, zero_busbw, out_of_bounds)
+INVALID_RULES = (single_rank_tables, repeated_ranks, jobs_alone, wrong_results, zero_busbw, out_of_bounds)
 
 
 def invalid_reasons(run: Run, runs: list[Run]) -> list[str]:

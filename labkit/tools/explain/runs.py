@@ -14,6 +14,9 @@ from ... import collectives, logs, reference
 
 _ALGO = re.compile(r"\bNCCL_ALGO=(\S+)")
 _ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+)=([^\s,;()]+)")
+#: nccl-tests' parameter line ('# nThread 1 nGpus 8 minBytes ...') and its '# Rank' lines, after any launcher prefix.
+_PARAMS_LINE = re.compile(r"(?:^|[\s#>:])nThread\s+\d+\s+nGpus\s+\d+")
+_RANK_LINE = re.compile(r"(?:^|[\s#>:])Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
 
 
 @dataclasses.dataclass
@@ -38,6 +41,7 @@ class Run:
     wrong_is_count: bool = True  # False for old logs whose 'error' column is a deviation, not a count
     log_text: str = ""  # the whole log (for NCCL INFO evidence); empty for datasets
     table: object = None  # algbw/busbw as printed (a DataFrame), for the rank count they fix
+    jobs_at_once: int = 1  # nccl-tests jobs whose parameter lines were printed together before this table
 
     def plateau(self) -> tuple[float, float, float]:
         """(nbytes, busbw, algbw) at the largest size, out-of-place where both placements were printed."""
@@ -92,11 +96,32 @@ def _algo(env: dict, config: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def jobs_before(lines: list[str]) -> int:
+    """How many nccl-tests jobs printed their parameter line together last in `lines` (the text before a table):
+    the parameter lines since the last one a '# Rank' line followed (0 if none).
+
+    A job prints that line once, from rank 0 (nccl-tests src/common.cu, run(): `is_main_proc = (proc == 0)`; the
+    line is PRINTed from the main process only). Processes that each ran as rank 0 of their own job print one each,
+    before any of their Rank lines, as in nccl-tests#182, #213 and #306; a job that printed its Rank lines and then
+    failed before a rerun ends its group."""
+    count, ranked = 0, False
+    for line in lines:
+        if _PARAMS_LINE.search(line):
+            count, ranked = (1, False) if ranked else (count + 1, False)
+        elif count and _RANK_LINE.search(line):
+            ranked = True
+    return count
+
+
 def from_log(path: Path, text: str) -> list[Run]:
     """Every nccl-tests table of a log file (labkit.logs.parse_log), in order."""
     parsed = logs.parse_log(path, format="nccl-tests")
+    lines, end, jobs = text.splitlines(), 0, 1
     runs = []
     for ds in parsed:
+        # a table without a parameter line of its own belongs to the last jobs that printed one (#306's second table)
+        jobs = jobs_before(lines[end : ds.lines[0] - 1]) or jobs
+        end = ds.lines[1]
         f, meta = ds.frame, ds.meta
         points = [
             (int(r.nbytes), r.placement, _num(r.algbw_GBps), _num(r.busbw_GBps), r.wrong)
@@ -123,6 +148,7 @@ def from_log(path: Path, text: str) -> list[Run]:
             out_of_bounds=meta.get("out_of_bounds_printed"),
             wrong_is_count=not any(re.fullmatch(r"\d*\.\d+|\d+e-?\d+", str(p[4] or "")) for p in points),
             log_text=text,
+            jobs_at_once=jobs,
         )
         run.table = f[["algbw_GBps", "busbw_GBps"]]
         if len(stated) == 1:

@@ -1,0 +1,78 @@
+"""`labkit explain` on layouts of real logs that test_explain.py does not cover.
+
+Several nccl-tests jobs at once (nccl-tests#182, #213, #306): each process ran as rank 0 of a job of its own, so
+each table measured one node's GPUs alone. The excerpts in tests/fixtures/explain are the threads' text as posted
+(README there); the end-to-end log is arranged from the real lines of the #290 thread's one-node run.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from labkit.tools.explain import explain, load_runs, rules
+from labkit.tools.explain.runs import jobs_before
+
+FIX = Path(__file__).parent / "fixtures"
+POSTED_290 = FIX / "logs" / "nccl_issue290_srun_labels.md"
+RAW = Path(__file__).resolve().parents[1] / "data" / "raw"
+ALPS = RAW / "nccl_all_reduce_perf__CSCS_Alps_GH200_1to16nodes_Slingshot11__boeschf.txt"
+
+
+def _one_node_block(path: Path, host: str) -> list[str]:
+    """The lines of a log's one-node run on `host`, from its parameter line to its '# Avg bus bandwidth' line."""
+    lines = path.read_text().splitlines()
+    rank = next(i for i, ln in enumerate(lines) if ln.startswith("#  Rank  0") and f" {host} " in ln)
+    start = max(i for i in range(rank) if lines[i].startswith("# nThread"))
+    end = next(i for i in range(rank, len(lines)) if lines[i].startswith("# Avg bus bandwidth"))
+    return lines[start : end + 1]
+
+
+def _two_jobs_at_once(block: list[str], tables: int) -> str:
+    """`block` as two jobs started at once print it (the layout of #182, #213 and #306): both parameter lines and
+    '# Using devices' first, then each job's Rank lines and table. The real lines of one run, only rearranged; with
+    tables=2 the second job's lines are the first's again (two jobs on one host, as mpirun -np 2 without MPI)."""
+    head = block[: block.index("# Using devices") + 1]
+    body = block[len(head) :]
+    return "\n".join(head + head + body * tables) + "\n"
+
+
+@pytest.mark.parametrize("name", ["182", "213", "306"])
+def test_the_posted_threads_print_the_parameter_line_once_per_job(name):
+    text = (FIX / "explain" / f"nccl_issue{name}_two_jobs_at_once_excerpt.txt").read_text()
+    assert jobs_before(text.splitlines()) == 2
+
+
+def test_one_job_prints_its_parameter_line_once_even_across_reruns():
+    lines = POSTED_290.read_text().splitlines()
+    assert jobs_before(lines) == 1  # three runs, each with its own header and Rank lines
+    # a job that printed its Rank lines and then died, and its rerun: one job each time, not two at once
+    block = _one_node_block(POSTED_290, "node005")
+    rerun = block[:12] + ["node005: Test NCCL failure common.cu:1125 'unhandled system error'"] + block
+    assert jobs_before(rerun) == 1
+    assert [r.jobs_at_once for r in load_runs(str(POSTED_290))] == [1, 1, 1]
+
+
+def test_tables_of_jobs_started_at_once_are_each_one_node_measured_alone(tmp_path):
+    log = tmp_path / "two_jobs.log"
+    log.write_text(_two_jobs_at_once(_one_node_block(POSTED_290, "node005"), tables=2))
+    results = explain(str(log), op="all_reduce", system="h100_ndr_8nic")
+    assert len(results) == 2
+    for r in results:  # the second table has no parameter line of its own: it belongs to the same two jobs
+        assert r["verdict"] == "invalid" and r["expected_busbw_GBps"] is None and r["causes"] == []
+        (why,) = r["invalid_reasons"]
+        assert why.startswith("2 nccl-tests jobs ran at once")
+        assert "node005's 8 GPU(s) measured alone" in why and "an intra-node figure, not the cluster's" in why
+        assert "make MPI=1" in why and "nccl-tests#213" in why
+    assert results[0]["measured_busbw_GBps"] == pytest.approx(473.60)  # the number is kept, as printed
+
+
+def test_one_node_runs_each_printed_by_its_own_job_are_judged_as_one_node(tmp_path):
+    """A log of one-node runs on different hosts, one after another (a per-node health check): every table has its
+    own parameter line, so each is a valid one-node run, not jobs that ran alone by mistake."""
+    log = tmp_path / "per_node.log"
+    log.write_text("\n".join(_one_node_block(POSTED_290, "node005") + _one_node_block(ALPS, "nid005583")) + "\n")
+    runs = load_runs(str(log))
+    assert [(r.hosts, r.jobs_at_once) for r in runs] == [(("node005",), 1), (("nid005583",), 1)]
+    assert all(rules.jobs_alone(r, runs) is None for r in runs)
+    (r,) = explain(str(log), run=1, op="all_reduce", system="h100_ndr_8nic")
+    assert r["verdict"] == "healthy" and r["nodes"] == 1
