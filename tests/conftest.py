@@ -23,6 +23,21 @@ def _cuda_count() -> int:
         return 0
 
 
+#: Test files holding tests with these marks are collected first, in this order: the browser files (a minute
+#: or more each), the notebook executions (15-90 s), other slow tests. Under `--dist loadfile` the longest
+#: files then start at once and the many short ones fill the end of the run; xdist's own order (most tests
+#: first) started the browser and notebook files last, so that they finished alone on a half-idle machine.
+LONGEST_FIRST = ("browser", "notebook", "slow")
+
+
+def pytest_configure(config):
+    """Under --dist loadfile/loadscope keep the collection order (pytest-xdist ≥ 3.8 sorts files by their number
+    of tests unless told `--no-loadscope-reorder`), unless `--loadscope-reorder` was asked for."""
+    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope") and hasattr(config.option, "loadscopereorder"):
+        if "--loadscope-reorder" not in config.invocation_params.args:
+            config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     n = _cuda_count()
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (none visible to torch)")
@@ -32,6 +47,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "multigpu" in item.keywords and n < 2:
             item.add_marker(skip_multi)
+    _longest_files_first(items)
+
+
+def _longest_files_first(items) -> None:
+    """Sort `items` by their file's rank in LONGEST_FIRST (its highest-ranked mark); stable, so each file's tests
+    stay together and in order, and files of the same rank keep their order."""
+    rank = {}
+    for item in items:
+        mine = next((i for i, m in enumerate(LONGEST_FIRST) if item.get_closest_marker(m)), len(LONGEST_FIRST))
+        rank[item.path] = min(rank.get(item.path, mine), mine)
+    items.sort(key=lambda item: rank[item.path])
 
 
 def pytest_terminal_summary(terminalreporter):
