@@ -232,9 +232,35 @@ def test_single_node_nvls_runs_beside_nccls_nvls_model():
     # NCCL picks the ring on 4 GPUs of an H200 node and NVLS on 8, as the author's NCCL_DEBUG says
     assert one.loc["8x H200 4 GPUs, default", "nccl_pick"] == "ring"
     assert one.loc["8x H200 8 GPUs, default", "nccl_pick"] == "nvls"
+    # a default run whose source says what ran is costed at that, not at the model's pick: NVLS on 5 H200s, which
+    # NCCL 2.30.7's model would not pick (the run's NCCL 2.27.7 did)
+    five = one.loc["8x H200 5 GPUs, default"]
+    assert (five["algorithm"], five["nccl_pick"], five["forced"]) == ("nvls", "ring", False)
     # a forced ring on any GPU count lands within 6% of NCCL's ring model (6 channels x 60 GB/s on Hopper)
     rings = one[one["forced"]]
     assert rings["ratio"].between(0.93, 1.06).all(), rings["ratio"]
+
+
+def test_one_node_nvls_is_priced_as_nccl_2_30_7_prices_it():
+    """What the validation's notes on the B200 and partial-node NVLS runs rest on. NCCL 2.30.7 prices an NVLS
+    channel at min(bwIntra x nvlsEfficiency x (n-1)/n x 2, bwInter) (tuning.cc:307-323); bwIntra is the speed step
+    at or below NVLink / (n+1) (search.cc:410-443), and with no NIC bwInter stops at the intra table's top (search.cc:
+    1057, :1063, :1274-1278): it caps 8 B200 channels at 90 each, below their efficiency term."""
+    b200 = cluster.predict(cluster.preset("p6_b200_efa"), 1, 8 * GiB, algorithm="nvls")
+    assert b200.channels == 8 and "8 channels x 80/90" in b200.notes[0]
+    assert b200.peak_busbw_GBps == pytest.approx(8 * 90)
+    assert 8 * 90 < 8 * 80 * nccl.NVLS_EFFICIENCY["blackwell"] * 7 / 8 * 2  # the efficiency term, uncapped: 829
+    # 5 of an H200 node's GPUs: NVLS capped at 5 x 60 = 300, so 2.30.7's model picks the ring (6 x 60); the run's
+    # NCCL 2.27.7 priced NVLS at min(bwIntra, bwInter) x 5/6 as algbw and ran it (ml-engineering)
+    five = dataclasses.replace(cluster.preset("h200_node"), gpus_per_node=5)
+    assert cluster.predict(five, 1, 8 * GiB).algorithm == "ring"
+    assert cluster.predict(five, 1, 8 * GiB, algorithm="nvls").peak_busbw_GBps == pytest.approx(5 * 60)
+    # NCCL rates a 400 Gb/s RoCE port as it rates NDR (net_ib/init.cc:404-411, topo.cc:418): nccl#1221's cluster and
+    # an NDR one get the same ring, one channel per NIC at 48 GB/s (PCIe Gen5)
+    roce, ndr = (
+        cluster.predict(cluster.preset(k), 2, 8 * GiB, algorithm="ring") for k in ("h100_roce_8nic", "h100_ndr_8nic")
+    )
+    assert roce.peak_busbw_GBps == ndr.peak_busbw_GBps == pytest.approx(8 * 48)
 
 
 def test_pat_runs_all_gather_with_one_gpu_per_node_only():

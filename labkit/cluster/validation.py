@@ -40,7 +40,7 @@ class Run:
     status: str  # "healthy", "misconfigured", "facts unpublished"
     basis: str
     gpus: int | None = None  # a run on k GPUs of one node: the model's node has k GPUs
-    stated: str | None = None  # the algorithm NCCL ran by default, where the log or its author says
+    stated: str | None = None  # the algorithm NCCL ran by default, where the log or its author says: costed at it
     system: str | None = None  # a preset for this run where it is not the dataset's (one thread, two clusters)
     nvls: bool | None = None  # False: the run set NCCL_NVLS_ENABLE=0, so the model's node has no NVLS
     assume: dict | None = None  # what a quoted figure leaves out, modelled at: {"nbytes": S, "nodes": m}
@@ -56,6 +56,32 @@ class Dataset:
 
 
 _290 = "nccl_allreduce_h100_1node_nvls_2node_ib_ndr_issue290"
+#: Why the model's NVLS on one node sits below the runs (B200, partial nodes): NCCL's own model, checked line by line.
+_NVLS_CAP = (
+    "the model is NCCL 2.30.7's own: an NVLS channel is priced at min(bwIntra x nvlsEfficiency x (n-1)/n x 2, "
+    "bwInter) (tuning.cc:307-323); bwIntra is the search's speed step at or below NVLink / (n+1), every GPU carrying "
+    "each channel and its head twice (search.cc:410-443): 80 for 8 B200s, 40 for 7 or 8 H100/H200s; and on a node "
+    "without NICs bwInter is raised only to the top of the intra speed table, 60 GB/s on SM90, 90 on SM100 "
+    "(search.cc:1057, :1063, :1274-1278), which caps the channel: 8 B200 channels are priced at 8 x 90 = 720 where "
+    "their efficiency term gives 8 x 80 x 0.74 x 7/8 x 2 = 829; the run beats NCCL's estimate, which NCCL uses to "
+    "choose an algorithm, not to predict; no NCCL source says why the cap sits there"
+)
+#: Why the partial-node runs ran NVLS where the model picks the ring: the runs' NCCL prices NVLS differently.
+_NVLS_VERSIONS = (
+    "NCCL 2.27.7 ran (stated for the B200 table and the H200 16 GiB runs, not for the H200 GPU-count table); its "
+    "model prices NVLS at nChannels x min(bwIntra, bwInter), algbw x 5/6 (tuning.cc@v2.27.7-1:269, :276, :324), "
+    "which picks NVLS from 5 GPUs on H200 and from 6 on B200, as the author saw; NCCL 2.30.7's, ported here, picks "
+    "the ring at 4-5 H200 and 4-7 B200 GPUs (the ratio is the run over the model's NVLS, what ran); " + _NVLS_CAP
+)
+#: What NCCL makes of the nccl#1221 cluster's RoCE NICs, and what is left unexplained.
+_ROCE = (
+    "NCCL rates an IB-verbs port, RoCE or InfiniBand alike, by the speed the port reports, active_speed x "
+    "active_width (net_ib.cc:225 at v2.19.3-1; net_ib/init.cc:404-411), as NET bandwidth Mb/s / 8000 (topo.cc:418): "
+    "a 400 Gb/s RoCE port is 50 GB/s, as NDR, and the model's ring leaves on 8 NICs at 48 (PCIe Gen5), what NVIDIA's "
+    "maintainer expects of NDR, '46-48GB/s per NIC' (AddyLaddy, nccl-tests#290); the same cluster's one-node ring "
+    "(~330) is already x0.92 of the model, with no NIC in its path, where an H200 node's forced rings read x1.01-1.02 "
+    "(ml-engineering); the thread shows no log and no verdict: the cause is unknown"
+)
 _MIS = (
     "misconfigured: the thread's own ring run carries 89.9 GB/s = 11.2 GB/s per NDR NIC against the "
     "'46-48GB/s per NIC' the maintainer expects (AddyLaddy, nccl-tests#290)"
@@ -143,7 +169,13 @@ DATASETS: tuple[Dataset, ...] = (
         "allreduce_torch_b200_p6_1node_vs_4node_efa_mlengineering",
         "p6_b200_efa",
         (
-            Run("p6-b200 1 node", {"nodes": 1}, None, "healthy", "default; the author: NVLS from 6 GPUs on this node"),
+            Run(
+                "p6-b200 1 node",
+                {"nodes": 1},
+                None,
+                "healthy",
+                "default; the author: NVLS from 6 GPUs on this node; " + _NVLS_CAP,
+            ),
             Run(
                 "p6-b200 4 nodes",
                 {"nodes": 4},
@@ -197,7 +229,12 @@ PUBLIC_THREADS: tuple[Dataset, ...] = (
                 {"nodes": m, "config": f"NCCL_NVLS_ENABLE={v}"},
                 None,
                 "user report, approximate",
-                f"NCCL_NVLS_ENABLE={v}" + ("" if v else " (the model's node without NVLS)") + "; " + _1221,
+                f"NCCL_NVLS_ENABLE={v}"
+                + ("" if v else " (the model's node without NVLS)")
+                + "; "
+                + _1221
+                + "; "
+                + _ROCE,
                 nvls=None if v else False,
                 assume={"nbytes": 8 * _GiB},
             )
@@ -284,7 +321,7 @@ def _k_gpu_runs(system: str, first_nvls: int) -> tuple[Run, ...]:
                 {"world_size": k, "config": "default"},
                 None,
                 "healthy",
-                f"default; the author's NCCL_DEBUG: {ran}",
+                f"default; the author's NCCL_DEBUG: {ran}" + (f"; {_NVLS_VERSIONS}" if ran == "nvls" else ""),
                 gpus=k,
                 stated=ran,
             )
@@ -365,7 +402,8 @@ def _runs() -> list[dict]:
             S, N, measured, approximate, assumed = _measured(ds.name, run, f, g)
             m = N // g
             pick = predict(system, m, S)
-            ran = predict(system, m, S, algorithm=run.algorithm) if run.algorithm else pick
+            said = run.algorithm or run.stated  # the model is costed at what ran, where a source says what ran
+            ran = predict(system, m, S, algorithm=said) if said else pick
             ratio = measured / ran.busbw_GBps
             out.append(
                 {
