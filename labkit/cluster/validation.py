@@ -70,7 +70,8 @@ _NVLS_CAP = (
 _NVLS_VERSIONS = (
     "NCCL 2.27.7 ran (stated for the B200 table and the H200 16 GiB runs, not for the H200 GPU-count table); its "
     "model prices NVLS at nChannels x min(bwIntra, bwInter), algbw x 5/6 (tuning.cc@v2.27.7-1:269, :276, :324), "
-    "which picks NVLS from 5 GPUs on H200 and from 6 on B200, as the author saw; NCCL 2.30.7's, ported here, picks "
+    "which on this module's graphs picks NVLS from 5 GPUs on H200 and from 6 on B200, as the author saw; NCCL "
+    "2.30.7's, ported here, picks "
     "the ring at 4-5 H200 and 4-7 B200 GPUs (the ratio is the run over the model's NVLS, what ran); " + _NVLS_CAP
 )
 #: What NCCL makes of the nccl#1221 cluster's RoCE NICs, and what is left unexplained.
