@@ -60,8 +60,8 @@ def test_tables_of_jobs_started_at_once_are_each_one_node_measured_alone(tmp_pat
     for r in results:  # the second table has no parameter line of its own: it belongs to the same two jobs
         assert r["verdict"] == "invalid" and r["expected_busbw_GBps"] is None and r["causes"] == []
         (why,) = r["invalid_reasons"]
-        assert why.startswith("2 nccl-tests jobs ran at once")
-        assert "node005's 8 GPU(s) measured alone" in why and "an intra-node figure, not the cluster's" in why
+        assert why.startswith("each node measured alone: 2 nccl-tests jobs ran at once")
+        assert "node005's 8 GPU(s) by themselves, an intra-node figure, not the cluster's" in why
         assert "make MPI=1" in why and "nccl-tests#213" in why
     assert results[0]["measured_busbw_GBps"] == pytest.approx(473.60)  # the number is kept, as printed
 

@@ -130,15 +130,16 @@ def jobs_alone(run: Run, runs: list[Run]) -> str | None:
     if run.jobs_at_once < 2 or run.world_size == 1:  # one rank per job: single_rank_tables says it
         return None
     if len(run.hosts) == 1:
-        what = f"this table is {run.hosts[0]}'s {run.world_size or run.rank_lines} GPU(s) measured alone"
+        what = f"this table is {run.hosts[0]}'s {run.world_size or run.rank_lines} GPU(s) by themselves"
     else:
-        what = "each job measured only its own GPUs"
+        what = "each job's table holds only its own GPUs"
     return (
-        f"{run.jobs_at_once} nccl-tests jobs ran at once: the log prints nccl-tests' parameter line ('# nThread ...') "
-        f"{run.jobs_at_once} times before this table, and a job prints it from its rank 0 only (nccl-tests "
-        f"src/common.cu). So {what}: an intra-node figure, not the cluster's. For one job across the nodes, build "
-        "nccl-tests with `make MPI=1` (after `make clean`), check that the binary links MPI (`ldd all_reduce_perf | "
-        "grep mpi`) and launch it with mpirun/srun (kwen2501, nccl-tests#27; kiskra-nvidia, nccl-tests#213)"
+        f"each node measured alone: {run.jobs_at_once} nccl-tests jobs ran at once (the log prints nccl-tests' "
+        f"parameter line '# nThread ...' {run.jobs_at_once} times before this table, and a job prints it from its "
+        f"rank 0 only: nccl-tests src/common.cu), so {what}, an intra-node figure, not the cluster's. For one job "
+        "across the nodes, build nccl-tests with `make MPI=1` (after `make clean`), check that the binary links MPI "
+        "(`ldd all_reduce_perf | grep mpi`) and launch it with mpirun/srun (kwen2501, nccl-tests#27; kiskra-nvidia, "
+        "nccl-tests#213)"
     )
 
 
