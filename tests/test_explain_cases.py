@@ -66,6 +66,17 @@ def test_tables_of_jobs_started_at_once_are_each_one_node_measured_alone(tmp_pat
     assert results[0]["measured_busbw_GBps"] == pytest.approx(473.60)  # the number is kept, as printed
 
 
+def test_two_jobs_account_for_two_tables_only(tmp_path):
+    """Two jobs started at once print two tables; a third table after them (here the same run's Rank lines and
+    table once more, without a parameter line) is a job of its own, judged as one node."""
+    block = _one_node_block(POSTED_290, "node005")
+    log = tmp_path / "two_jobs_then_one.log"
+    log.write_text(_two_jobs_at_once(block, tables=2) + "\n".join(block[block.index("# Using devices") + 1 :]) + "\n")
+    assert [r.jobs_at_once for r in load_runs(str(log))] == [2, 2, 1]
+    third = explain(str(log), run=3, op="all_reduce", system="h100_ndr_8nic")[0]
+    assert third["verdict"] == "healthy" and third["nodes"] == 1
+
+
 def test_one_node_runs_each_printed_by_its_own_job_are_judged_as_one_node(tmp_path):
     """A log of one-node runs on different hosts, one after another (a per-node health check): every table has its
     own parameter line, so each is a valid one-node run, not jobs that ran alone by mistake."""
