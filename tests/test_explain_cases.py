@@ -66,15 +66,23 @@ def test_tables_of_jobs_started_at_once_are_each_one_node_measured_alone(tmp_pat
     assert results[0]["measured_busbw_GBps"] == pytest.approx(473.60)  # the number is kept, as printed
 
 
-def test_two_jobs_account_for_two_tables_only(tmp_path):
-    """Two jobs started at once print two tables; a third table after them (here the same run's Rank lines and
-    table once more, without a parameter line) is a job of its own, judged as one node."""
+def test_pieces_of_two_jobs_interleaved_tables_are_each_flagged(tmp_path):
+    """#182's comment shows two jobs' rows interleaved in one table (8 ... 256, 8, 512, 16, 1024, ...). Arranged
+    from the #290 one-node run: both jobs' Rank lines, then its rows as two jobs printing them at once would."""
     block = _one_node_block(POSTED_290, "node005")
-    log = tmp_path / "two_jobs_then_one.log"
-    log.write_text(_two_jobs_at_once(block, tables=2) + "\n".join(block[block.index("# Using devices") + 1 :]) + "\n")
-    assert [r.jobs_at_once for r in load_runs(str(log))] == [2, 2, 1]
-    third = explain(str(log), run=3, op="all_reduce", system="h100_ndr_8nic")[0]
-    assert third["verdict"] == "healthy" and third["nodes"] == 1
+    head = block[: block.index("# Using devices") + 1]
+    ranks = [ln for ln in block if ln.startswith("#  Rank")]
+    rows = [ln for ln in block if ln[:1] == " "]
+    table_head = block[len(head) + len(ranks) : block.index(rows[0])]
+    a, b = rows, rows  # the same job's rows stand for both jobs': only the arrangement is the test's
+    mixed = a[:3] + [x for pair in zip(b[:3], a[3:]) for x in pair] + b[3:]
+    log = tmp_path / "interleaved.log"
+    log.write_text("\n".join(head + head + ranks + ranks + table_head + mixed) + "\n")
+    runs = load_runs(str(log))
+    assert len(runs) > 1 and all(r.jobs_at_once == 2 for r in runs)  # the reader splits where sizes start again
+    reasons = [rules.jobs_alone(r, runs) for r in runs]
+    assert all("an intra-node figure, not the cluster's" in why for why in reasons)
+    assert "node005's 8 GPU(s) by themselves" in reasons[0]  # the piece under the Rank lines: 8 GPUs per job, not 16
 
 
 def test_one_node_runs_each_printed_by_its_own_job_are_judged_as_one_node(tmp_path):

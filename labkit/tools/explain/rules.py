@@ -129,8 +129,9 @@ def jobs_alone(run: Run, runs: list[Run]) -> str | None:
     each job measured only its own GPUs."""
     if run.jobs_at_once < 2 or run.world_size == 1:  # one rank per job: single_rank_tables says it
         return None
-    if len(run.hosts) == 1:
-        what = f"this table is {run.hosts[0]}'s {run.world_size or run.rank_lines} GPU(s) by themselves"
+    gpus = run.world_size or len({rank for rank, _host in run.rank_hosts})  # each job numbers its GPUs from 0
+    if len(run.hosts) == 1 and gpus:
+        what = f"this table is {run.hosts[0]}'s {gpus} GPU(s) by themselves"
     else:
         what = "each job's table holds only its own GPUs"
     return (

@@ -116,17 +116,13 @@ def jobs_before(lines: list[str]) -> int:
 def from_log(path: Path, text: str) -> list[Run]:
     """Every nccl-tests table of a log file (labkit.logs.parse_log), in order."""
     parsed = logs.parse_log(path, format="nccl-tests")
-    lines, end, jobs, tables_left = text.splitlines(), 0, 1, 0
+    lines, end, jobs = text.splitlines(), 0, 1
     runs = []
     for ds in parsed:
-        # k jobs that printed their parameter lines together print k tables, the later ones with no parameter line
-        # of their own (#306's second table); a table after those belongs to a job of its own
-        printed = jobs_before(lines[end : ds.lines[0] - 1])
-        if printed:
-            jobs, tables_left = printed, printed
-        elif not tables_left:
-            jobs = 1
-        tables_left = max(tables_left - 1, 0)
+        # nccl-tests prints its parameter line before every job's table, so a table with none of its own comes from
+        # the jobs that printed one last: the second job's table (#306), or a piece of two jobs' tables whose rows
+        # interleave (#182), which the log reader splits where the sizes start again
+        jobs = jobs_before(lines[end : ds.lines[0] - 1]) or jobs
         end = ds.lines[1]
         f, meta = ds.frame, ds.meta
         points = [
