@@ -45,9 +45,10 @@ def test_the_posted_threads_print_the_parameter_line_once_per_job(name):
 def test_one_job_prints_its_parameter_line_once_even_across_reruns():
     lines = POSTED_290.read_text().splitlines()
     assert jobs_before(lines) == 1  # three runs, each with its own header and Rank lines
-    # a job that printed its Rank lines and then died, and its rerun: one job each time, not two at once
+    # a job that printed its Rank lines and then died (the failure line as nccl-tests#102 shows it), and its rerun:
+    # one job each time, not two at once
     block = _one_node_block(POSTED_290, "node005")
-    rerun = block[:12] + ["node005: Test NCCL failure common.cu:1125 'unhandled system error'"] + block
+    rerun = block[:12] + ["host3: Test NCCL failure common.cu:1125 'unhandled system error'"] + block
     assert jobs_before(rerun) == 1
     assert [r.jobs_at_once for r in load_runs(str(POSTED_290))] == [1, 1, 1]
 
