@@ -326,7 +326,8 @@ class ValidationView:
         return (
             f"{s['healthy_within_10pct']} of {s['healthy_multi_node']} healthy multi-node runs within ±10% of the "
             f"model. Outside ±10%: {s['outside']}; NCCL ran another algorithm than the model's pick: "
-            f"{s['pick_differs_from_stated']}"
+            f"{s['pick_differs_from_stated']}. Each row's basis (cluster.validation()['basis']) says what ran and, "
+            "where a run is off the model, what NCCL's source gives as the cause or that none is known."
         )
 
 
