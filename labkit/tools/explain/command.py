@@ -52,7 +52,7 @@ def render(r: dict) -> str:
     lines = [head]
     at = f"{_f(r['measured_busbw_GBps'])} GB/s busbw at {size_text(r['size_bytes'])}"
     if r["verdict"] == "invalid":
-        lines.append(f"verdict: invalid ({at}) - not one valid multi-rank run:")
+        lines.append(f"verdict: invalid ({at}) - not a valid measurement of one job across its ranks:")
         lines += [f"  - {why}" for why in r["invalid_reasons"]]
         return "\n".join(lines)
     lines.append(

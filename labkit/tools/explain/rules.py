@@ -1,4 +1,4 @@
-"""The rules behind a verdict: why a log is not one valid multi-rank run, and the likely causes of a number.
+"""The rules behind a verdict: why a log is not a valid measurement of one job across its ranks, and the likely causes of a number.
 
 Each rule is one small function of what is known (a `Context`) returning a `Cause` or None, so each can be tested
 alone; `causes()` runs them all and ranks what they find by `score` (how strongly the evidence points at it).
@@ -94,7 +94,7 @@ class Context:
         return None
 
 
-# --------------------------------------------------------------------------- not one valid multi-rank run
+# --------------------------------------------------------------------------- not one job measured across its ranks
 def single_rank_tables(run: Run, runs: list[Run]) -> str | None:
     if run.world_size != 1 or run.world_size_basis != "stated":
         return None
@@ -190,7 +190,7 @@ def nics_worth(c: Context) -> Cause | None:
         how = "a ring's busbw is what crosses the NICs; sjeaugey, nccl-tests#160"
     elif c.expected.algorithm.startswith("collnet"):
         how = "with SHARP a node sends S into the fabric: its algbw is the NIC traffic"
-    else:  # tree / NVLSTree: S per node per direction at 2 nodes, 2*S beyond (DESIGN.md; sjeaugey, nccl-tests#196)
+    else:  # tree / NVLSTree: S per node per direction at 2 nodes, 2*S beyond (docs/design.md; sjeaugey, nccl-tests#196)
         per = "S per node, so its algbw" if c.nodes == 2 else "2*S per node, so twice its algbw"
         how = f"a {c.nodes}-node {c.expected.algorithm} sends {per} is the NIC traffic; sjeaugey, nccl-tests#196"
     ndr = " (46-48 GB/s per NDR 400 NIC: AddyLaddy, nccl-tests#290)" if abs(c.system.nic_GBps - 50) < 1 else ""
