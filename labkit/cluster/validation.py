@@ -81,7 +81,7 @@ _ROCE = (
     "a 400 Gb/s RoCE port is 50 GB/s, as NDR, and the model's ring leaves on 8 NICs at 48 (PCIe Gen5), what NVIDIA's "
     "maintainer expects of NDR, '46-48GB/s per NIC' (AddyLaddy, nccl-tests#290); the same cluster's one-node ring "
     "(~330) is already x0.92 of the model, with no NIC in its path, where an H200 node's forced rings read x1.01-1.02 "
-    "(ml-engineering); the thread shows no log and no verdict: the cause is unknown"
+    "(ml-engineering); the stored thread shows no log and no maintainer verdict: the cause is unknown"
 )
 _MIS = (
     "misconfigured: the thread's own ring run carries 89.9 GB/s = 11.2 GB/s per NDR NIC against the "
