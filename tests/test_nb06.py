@@ -36,7 +36,6 @@ def test_nb06_reference_mode(run_nb):
         "straggler_everyone_waits",
         "model_explains_most_recorded_points",
         "recorded_2node_h100_below_healthy",
-        "model_7b_example_54ms",
     ):
         assert r["checks"][name], name
     n = r["numbers"]
