@@ -1,4 +1,4 @@
-"""Models: the α-β link law and collective cost models (the spec table is labkit.specs, re-exported here).
+"""Models: the α-β link law and collective cost models (the published figures they are compared with: labkit.specs).
 
 Everything here is a *model*: figures that draw it must label it so.
 Symbols: α = per-message latency (s), β = per-direction bandwidth (B/s), S = bytes, N = ranks.
@@ -13,10 +13,6 @@ from typing import Sequence
 import numpy as np
 
 from .collectives import bus_factor
-
-# The spec table lives in labkit.specs (each published figure with its direction and citation); its names stay
-# importable from labkit.models, where the notebooks and the public API have always found them.
-from .specs import SPECS, Spec, compare_to_spec, pcie_spec, spec  # noqa: F401
 from .units import GB
 
 # --------------------------------------------------------------------------- the α-β law

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from labkit import models, plots  # noqa: E402
+from labkit import plots, specs  # noqa: E402
 from labkit.runtime import Session  # noqa: E402
 
 
@@ -20,7 +20,7 @@ def _crowded():
     for i in range(13):
         plots.line(ax, x, x * (i + 1), f"recorded: recorded: system {i}", how=plots.RECORDED)
     for gen in (3, 4, 5):
-        plots.spec_line(ax, models.pcie_spec(gen))
+        plots.spec_line(ax, specs.pcie_spec(gen))
     plots.finish(ax, "thirteen systems", "size (B)", "bandwidth (GB/s)")
     ax.legend(fontsize=6)
     return fig, ax

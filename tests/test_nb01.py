@@ -92,7 +92,7 @@ def test_significant_digits_filter():
 
 def test_nb01_text_quotes_the_data():
     """Numbers the markdown quotes from data/ (not computed by the run): the other directions, Q4 and Q5, the plateaus."""
-    from labkit import models
+    from labkit import specs
     from labkit.copies import directions
 
     md = "\n".join(_markdown("01_pcie_latency_curve").values())
@@ -122,7 +122,7 @@ def test_nb01_text_quotes_the_data():
     top = pinned.xs(1 << 30, level="nbytes").bandwidth_GBps
     assert f"reached {top['h2d']:.2f} (H2D) / {top['d2h']:.2f} (D2H)" in md
     # Q4: header overheads on Gen5 x16
-    gen5 = models.pcie_spec(5).bandwidth_GBps
+    gen5 = specs.pcie_spec(5).bandwidth_GBps
     assert (
         f"{gen5 * 256 / 276:.1f} GB/s for completions" in md and f"{gen5 * 256 / 280:.1f} GB/s for 64-bit writes" in md
     )
@@ -130,7 +130,7 @@ def test_nb01_text_quotes_the_data():
     for name, gen, pct in (("t4_aliyun", 3, 62), ("a100_sxm4_40gb_cloud", 4, 39)):
         f = reference.load(f"bandwidthtest_{name}_vm").frame
         h2d_peak = f[(f.direction == "h2d") & (f.memory == "pinned")].bandwidth_GBps.max()
-        assert round(100 * h2d_peak / models.pcie_spec(gen).bandwidth_GBps) == pct
+        assert round(100 * h2d_peak / specs.pcie_spec(gen).bandwidth_GBps) == pct
 
 
 def test_h2d_vs_d2h_claim_table_matches_the_data():

@@ -100,7 +100,7 @@ def _summary_quotes_the_run(r):
 
 def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
     """The answers written in the notebook's <details> are the ones its checks accept."""
-    from labkit import check, models
+    from labkit import check, specs
 
     topo = placement.HYPOTHETICAL_PCIE_SERVER_TOPOLOGY
     a100 = reference.load("p2p_8xa100_sxm4_80gb_nvswitch_distserve")
@@ -113,7 +113,7 @@ def test_nb04_stated_solutions_pass_the_checks_the_notebook_uses():
     assert placement.check_tp_group("1a", [0, 2], topo, 2, include=[0]).passed
     assert placement.check_tp_group("1b", [0, 1, 2, 3], topo, 4, include=[0]).passed
     assert diagnosis.check_pair("2", (5, 4), odd).passed and diagnosis.check_pair("2", (6, 7), odd).passed
-    assert check.numeric("3", 91, 100 * uni / models.spec("NVLink 3").per_direction_GBps(), unit="%").passed
+    assert check.numeric("3", 91, 100 * uni / specs.spec("NVLink 3").per_direction_GBps(), unit="%").passed
 
 
 def test_nb04_text_matches_the_answer_key():

@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 import pytest
 
-from labkit import models, plots, reference
+from labkit import plots, reference, specs
 from labkit.copies import curves as lc
 
 
@@ -34,7 +34,7 @@ def test_model_lines_are_labelled_as_models():
 
 def test_spec_line_says_per_direction():
     fig, ax = plots.figure()
-    h = plots.spec_line(ax, models.spec("NVLink 4"))
+    h = plots.spec_line(ax, specs.spec("NVLink 4"))
     assert "450 GB/s per direction" in h.get_label()
 
 

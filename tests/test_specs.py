@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from labkit import models, specs
+from labkit import specs
 from labkit.units import gbit_per_s_to_GBps
 
 
@@ -57,6 +57,16 @@ def test_bidirectional_figures_halve_and_aggregate_ones_have_no_direction_share(
     assert t[t["quoted_as"] == "aggregate"]["per_direction_GBps"].isna().all()
 
 
-def test_models_keeps_the_spec_names():
-    assert models.SPECS is specs.SPECS and models.spec is specs.spec and models.Spec is specs.Spec
-    assert models.pcie_spec is specs.pcie_spec and models.compare_to_spec is specs.compare_to_spec
+def test_pcie_specs_are_per_direction_after_encoding():
+    assert specs.pcie_spec(3).bandwidth_GBps == pytest.approx(15.75, abs=0.01)
+    assert specs.pcie_spec(4).bandwidth_GBps == pytest.approx(31.51, abs=0.01)
+    assert specs.pcie_spec(5).bandwidth_GBps == pytest.approx(63.02, abs=0.01)
+    assert specs.pcie_spec(4, 8).bandwidth_GBps == pytest.approx(15.75, abs=0.01)
+    assert all(specs.pcie_spec(g).direction == "unidirectional" for g in (3, 4, 5, 6))
+
+
+def test_compare_to_spec_warns_on_direction_mismatch():
+    frac, warn = specs.compare_to_spec(225.0, "unidirectional", specs.spec("NVLink 4"))
+    assert frac == pytest.approx(0.5) and warn
+    frac, warn = specs.compare_to_spec(25.0, "unidirectional", specs.pcie_spec(4))
+    assert frac == pytest.approx(25 / 31.51, rel=1e-3) and not warn

@@ -16,9 +16,10 @@ import numpy as np
 
 from .. import plots
 from ..collectives import RS, bus_factor, busbw, ring_bytes_sent
-from ..models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth, spec
+from ..models import allreduce_time, fit_alpha_beta, fit_alpha_beta_from_bandwidth
 from ..runtime import Found
 from ..schema import NOT_STATED
+from ..specs import spec
 from ..units import GB, format_bytes
 from .simulation import RingTrace, simulate_ring_allreduce
 

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from .. import models, plots
+from .. import models, plots, specs
 from ..models import MIN_POINTS_FOR_FIT
 from ..reference import precise_rows
 from ..runtime import Found
@@ -177,7 +177,7 @@ def link_facts(env: dict, datasets):
     g = env["gpus"][0]
     if not (g.get("pcie_gen_max") and g.get("pcie_width_max")):
         return table, "", {}
-    s = models.pcie_spec(g["pcie_gen_max"], g["pcie_width_max"])
+    s = specs.pcie_spec(g["pcie_gen_max"], g["pcie_width_max"])
     return (
         table,
         f"spec for this link: {s.bandwidth_GBps:g} GB/s per direction ({s.source})",
@@ -235,7 +235,7 @@ def plot_curves(curves, *, title: str, spec_gens=(3, 4, 5, 6), fits: bool = True
                 ax_b, xs, fit.predict_bandwidth_GBps(xs), "_nolegend_", plots.MODEL, color=h.get_color(), alpha=0.6
             )
     for i, g in enumerate(spec_gens):
-        plots.spec_line(ax_b, models.pcie_spec(g), color=str(0.15 + 0.15 * i))
+        plots.spec_line(ax_b, specs.pcie_spec(g), color=str(0.15 + 0.15 * i))
     for ax in (ax_t, ax_b):
         ax.set_yscale("log")
         plots.size_axis(ax)

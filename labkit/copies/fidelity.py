@@ -17,8 +17,8 @@ import ctypes.util
 import dataclasses
 
 from .. import timing
-from ..models import pcie_spec
 from ..runtime import require_cuda
+from ..specs import pcie_spec
 from ..system import nvml_gpus
 from ..units import MiB, check_pinned_request, format_bytes
 from .sweeps import gpu_copy_sweep

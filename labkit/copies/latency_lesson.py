@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import check, models
+from .. import check, specs
 from ..runtime import DatasetsTable, ShownSection
 from ..units import format_bytes, pow2_sizes
 from . import curves as lc
@@ -186,7 +186,7 @@ class Invariants:
         return [
             c.label
             for c in self.fits.curves.curves
-            if c.pcie_gen and c.bandwidth_GBps.max() > models.pcie_spec(c.pcie_gen).bandwidth_GBps
+            if c.pcie_gen and c.bandwidth_GBps.max() > specs.pcie_spec(c.pcie_gen).bandwidth_GBps
         ]
 
     def checks(self) -> dict:

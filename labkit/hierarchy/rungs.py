@@ -7,9 +7,9 @@ import statistics
 from typing import Sequence
 
 from .. import plots
-from ..models import spec
 from ..reference import load
 from ..schema import DatasetError, short_source
+from ..specs import spec
 from ..units import format_bytes
 from .ladder import LEVEL_NAMES, LEVELS, LevelSweep, last_level_cache_bytes
 
@@ -96,7 +96,7 @@ def recorded_rungs() -> tuple[list[Rung], dict[str, str]]:
 
 
 def spec_rungs() -> list[Rung]:
-    """An H100 SXM node from labkit.models.SPECS, every figure as a one-way rate."""
+    """An H100 SXM node from labkit.specs.SPECS, every figure as a one-way rate."""
     hbm, nvl, pcie, ndr = spec("HBM3 (H100"), spec("NVLink 4"), spec("PCIe Gen5 x16"), spec("NDR 400")
     return [
         Rung(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ..models import compare_to_spec, spec
 from ..reference import list_datasets, load
+from ..specs import compare_to_spec, spec
 from .diagnosis import diagnose
 from .matrices import (
     P2P_STATES,
