@@ -1,6 +1,6 @@
 """Hand-written all-reduces timed against dist.all_reduce on local ranks, with nccl-tests' algbw and busbw.
 
-The method (nccl-tests' conventions, see DESIGN.md "Collectives"):
+The method (nccl-tests' conventions: docs/design.md, "Measurement conventions", Collectives):
 
 1. start the ranks (labkit.launch) and, per size, allocate every buffer once — set-up is never timed;
 2. check correctness apart from timing: each hand-written implementation must give the library's
@@ -25,8 +25,9 @@ import numpy as np
 
 from ..collectives import busbw, slowest_rank
 from ..launch import check_world_size, launch, rank_info
-from ..models import allreduce_time, spec
+from ..models import allreduce_time
 from ..runtime import Found
+from ..specs import spec
 from ..system import cpu_model
 from ..timing import time_collectives
 from ..units import format_bytes, pow2_sizes

@@ -1,6 +1,6 @@
 """Copy sweeps: host↔device copies (pinned and pageable), device-local copies, and the host-memory copy sweep.
 
-Method (DESIGN.md, measurement conventions): warm up, then time batches of back-to-back copies
+Method (docs/design.md, "Measurement conventions"): warm up, then time batches of back-to-back copies
 between CUDA events on one stream for pinned memory; pageable copies are synchronous from the
 host's side, so they are timed on the host around synchronised copies. Raw samples are kept.
 """

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import plots, timing
+from ..collectives import algbw, busbw, slowest_rank
 from ..copies.sweeps import gpu_copy_sweep, host_copy_sweep
 from ..launch import launch
 from ..reference import list_datasets, load, profile_path
@@ -24,7 +25,6 @@ from ..runtime import Found
 from ..schema import DatasetError, short_source
 from ..system import cpu_model
 from ..units import PINNED_CAP_BYTES, MiB, pow2_sizes
-from .worker import sendrecv_rank
 
 LEVELS = ("gpu_memory", "gpu_gpu", "host_gpu", "host_cache", "host_memory", "processes", "network")
 LEVEL_NAMES = {
@@ -64,7 +64,7 @@ class LevelSweep:
 
     @property
     def plateau_GBps(self) -> float:
-        """Bandwidth at the large sizes (median of the two largest), the DESIGN.md summary."""
+        """Bandwidth at the large sizes (median of the two largest), the plateau of docs/design.md's conventions."""
         pairs = sorted(zip(self.nbytes, self.bandwidth_GBps))
         return float(statistics.median(bw for _, bw in pairs[-2:]))
 
@@ -117,6 +117,11 @@ def measure_processes(
 ) -> LevelSweep:
     """Between processes: gloo sendrecv between 2 ranks over loopback, through labkit.launch."""
     rows = launch(sendrecv_rank, 2, "gloo", timeout_s=timeout_s, kwargs=dict(sizes=list(sizes), repeats=repeats))[0]
+    return processes_sweep(rows)
+
+
+def processes_sweep(rows: list[dict]) -> LevelSweep:
+    """The "between processes" level from `sendrecv_rank`'s records (rank 0's), however it was launched."""
     return LevelSweep(
         "processes",
         "measured here: 2 processes, gloo send/recv over loopback",
@@ -125,6 +130,66 @@ def measure_processes(
         "measured",
         PROCESS_METHOD,
     )
+
+
+#: Untimed exchanges before a size's estimate (the first opens gloo's pair connection), and the cap on
+#: back-to-back exchanges per timing sample (each is a round trip through the kernel).
+SENDRECV_WARMUP, SENDRECV_MAX_INNER = 2, 200
+
+
+def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks=None) -> list[dict] | None:
+    """nccl-tests sendrecv over gloo: each rank sends S to the next rank while receiving S from the previous.
+
+    `ranks` (default: all) picks the ranks taking part; the others return at once. Every rank runs
+    the same number of calls: the inner loop is sized (timing.inner_for: to last ≥ timing.MIN_SAMPLE_S) from the
+    slowest rank's estimate. A sample is the slowest rank's; busbw = S / t (factor 1).
+    """
+    import torch
+    import torch.distributed as dist
+
+    group = None
+    if ranks is not None:
+        ranks = sorted(ranks)
+        group = dist.new_group(ranks)  # every rank must call new_group, members or not
+        if rank not in ranks:
+            return None
+    members = ranks or list(range(world_size))
+    me, n_ranks = members.index(rank), len(members)
+    nxt, prv = members[(me + 1) % n_ranks], members[(me - 1) % n_ranks]
+    rows = []
+    for n in sizes:
+        send, recv = torch.ones(int(n), dtype=torch.uint8), torch.empty(int(n), dtype=torch.uint8)
+
+        def call():
+            r = dist.irecv(recv, src=prv, group=group)
+            dist.isend(send, dst=nxt, group=group).wait()
+            r.wait()
+
+        # one estimate (SENDRECV_WARMUP untimed calls, then 3 timed), agreed on by every rank: the slowest sizes the loop
+        est = torch.tensor([timing.time_host(call, repeats=1, warmup=SENDRECV_WARMUP, inner=3).samples_s[0]])
+        dist.all_reduce(est, op=dist.ReduceOp.MAX, group=group)
+        inner = timing.inner_for(est.item(), max_inner=SENDRECV_MAX_INNER)
+        mine = timing.time_collectives(
+            {"sendrecv": call}, repeats=repeats, warmup=0, inner=inner, barrier=lambda: dist.barrier(group=group)
+        )["sendrecv"]
+        per_rank = [None] * n_ranks
+        dist.all_gather_object(per_rank, mine, group=group)
+        samples = slowest_rank(per_rank)
+        seconds = statistics.median(samples)
+        rows.append(
+            {
+                "op": "sendrecv",
+                "backend": "gloo",
+                "world_size": n_ranks,
+                "nbytes": int(n),
+                "seconds": seconds,
+                "inner": inner,
+                "samples_s": samples,
+                "algbw_GBps": algbw(n, seconds),
+                "busbw_GBps": busbw("sendrecv", n, seconds, n_ranks),
+            }
+        )
+    return rows if me == 0 else None
 
 
 def measure_gpu(sizes: Sequence[int], repeats: int = timing.DEFAULT_REPEATS) -> list[LevelSweep]:
