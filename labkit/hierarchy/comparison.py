@@ -201,17 +201,7 @@ def run_live(
         results = launch(run_tasks, world_size, "gloo", timeout_s=timeout_s, kwargs=dict(tasks=tasks))
     out = dict(zip([t[0] for t in tasks], zip(*results)))  # task name -> results by rank
     cmp = Comparison(tuple(out["bench"][0]), kind, text, world_size, group_size, rate_GBps)
-    proc = None
-    if "sendrecv" in out:
-        rows = out["sendrecv"][0]
-        proc = ladder.LevelSweep(
-            "processes",
-            "measured here: 2 processes, gloo send/recv over loopback",
-            tuple(r["nbytes"] for r in rows),
-            tuple(r["busbw_GBps"] for r in rows),
-            "measured",
-            ladder.PROCESS_METHOD,
-        )
+    proc = ladder.processes_sweep(out["sendrecv"][0]) if "sendrecv" in out else None
     strag = straggler_frame(list(out["straggler"])) if "straggler" in out else None
     return LiveRuns(cmp, proc, strag, straggler_delay)
 

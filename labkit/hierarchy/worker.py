@@ -22,10 +22,11 @@ import time
 
 from ..collectives import algbw, busbw, slowest_rank, within_summation_tolerance
 from ..fileio import atomic_write_text
-from ..timing import inner_for, time_collectives, time_host
+from ..timing import time_collectives
 from ..units import parse_sizes
 from . import hierarchical as H
 from . import slowlink
+from .ladder import sendrecv_rank
 from .slowlink import iface_counters, tcp_retransmitted_segments
 
 #: Warm-up collectives before timing (the first call sets up connections and buffers).
@@ -236,65 +237,6 @@ def straggler_rank(
         "entered_s": entered,  # per repeat, on the machine's monotonic clock
         "left_s": left,
     }
-
-
-#: Cap on back-to-back exchanges per timing sample (each is a round trip through the kernel).
-SENDRECV_MAX_INNER = 200
-
-
-def sendrecv_rank(rank: int, world_size: int, *, sizes, repeats: int = 10, ranks=None) -> list[dict] | None:
-    """nccl-tests sendrecv over gloo: each rank sends S to the next rank while receiving S from the previous.
-
-    `ranks` (default: all) picks the ranks taking part; the others return at once. Every rank runs
-    the same number of calls: the inner loop is sized (timing.inner_for: to last ≥ timing.MIN_SAMPLE_S) from the
-    slowest rank's estimate. A sample is the slowest rank's; busbw = S / t (factor 1).
-    """
-    import torch
-    import torch.distributed as dist
-
-    group = None
-    if ranks is not None:
-        ranks = sorted(ranks)
-        group = dist.new_group(ranks)  # every rank must call new_group, members or not
-        if rank not in ranks:
-            return None
-    members = ranks or list(range(world_size))
-    me, n_ranks = members.index(rank), len(members)
-    nxt, prv = members[(me + 1) % n_ranks], members[(me - 1) % n_ranks]
-    rows = []
-    for n in sizes:
-        send, recv = torch.ones(int(n), dtype=torch.uint8), torch.empty(int(n), dtype=torch.uint8)
-
-        def call():
-            r = dist.irecv(recv, src=prv, group=group)
-            dist.isend(send, dst=nxt, group=group).wait()
-            r.wait()
-
-        # one estimate (WARMUP + 1 untimed calls, then 3 timed), agreed on by every rank: the slowest sizes the loop
-        est = torch.tensor([time_host(call, repeats=1, warmup=WARMUP + 1, inner=3).samples_s[0]])
-        dist.all_reduce(est, op=dist.ReduceOp.MAX, group=group)
-        inner = inner_for(est.item(), max_inner=SENDRECV_MAX_INNER)
-        mine = time_collectives(
-            {"sendrecv": call}, repeats=repeats, warmup=0, inner=inner, barrier=lambda: dist.barrier(group=group)
-        )["sendrecv"]
-        per_rank = [None] * n_ranks
-        dist.all_gather_object(per_rank, mine, group=group)
-        samples = slowest_rank(per_rank)
-        seconds = statistics.median(samples)
-        rows.append(
-            {
-                "op": "sendrecv",
-                "backend": "gloo",
-                "world_size": n_ranks,
-                "nbytes": int(n),
-                "seconds": seconds,
-                "inner": inner,
-                "samples_s": samples,
-                "algbw_GBps": algbw(n, seconds),
-                "busbw_GBps": busbw("sendrecv", n, seconds, n_ranks),
-            }
-        )
-    return rows if me == 0 else None
 
 
 #: Tasks `run_tasks` knows, by name.
