@@ -206,6 +206,17 @@ def _assert_comparison(cmp):
     return df, bt
 
 
+def _fastest(cmp, impl: str) -> float:
+    """`impl`'s fastest sample at the largest size: a busy machine only adds time, so it is the least disturbed."""
+    top = max(r["nbytes"] for r in cmp.records)
+    return min(next(r for r in cmp.records if r["impl"] == impl and r["nbytes"] == top)["samples_s"])
+
+
+def _assert_hierarchical_faster(cmp):
+    """The hierarchical all-reduce beats the flat ring over the slow link, both measured in the same run."""
+    assert _fastest(cmp, "hierarchical") < _fastest(cmp, "flat_ring"), cmp.to_frame()[["impl", "seconds"]]
+
+
 @pytest.mark.slow
 def test_compare_over_network_namespaces_cleans_up():
     ok, why = slowlink.available()
@@ -215,16 +226,16 @@ def test_compare_over_network_namespaces_cleans_up():
     cmp = comparison.run_live(4, 2, compare_sizes=[1 * MiB], slow_link="netns", rate_GBps=0.01, repeats=3).comparison
     assert slowlink.own_namespaces() == set() and slowlink.orphaned_namespaces(before) == set()  # none left
     assert cmp.slow_link == "netns" and cmp.slow_link_text.startswith("real:")
-    df, bt = _assert_comparison(cmp)
-    # counted on the wire (frames, headers and barriers included): at least the payload, and little more once
-    # what TCP resent after the shaper dropped frames (counted per namespace, RetransSegs) is taken off
+    _, bt = _assert_comparison(cmp)
+    # counted on the wire (frames, headers and barriers included): at least the payload, and less than
+    # slowlink.WIRE_SLACK more once what TCP resent after the shaper dropped frames (counted per namespace,
+    # RetransSegs) and every frame's headers are taken off — notebook 6's check
     assert (bt["wire_total"] >= bt["counted_total"]).all()
     assert (bt["wire_resent_at_most"] >= 0).all()
     assert (bt["wire_headers_at_most"] > 0).all()
-    rest = bt["wire_total"] - bt["wire_resent_at_most"] - bt["wire_headers_at_most"]
-    assert (rest <= 1.05 * bt["counted_total"] + 64 * 1024).all()
-    # at 10 MB/s per uplink the link dominates: flat ring 1.5 MiB across vs hierarchical 1 MiB
-    assert cmp.speedup() > 1.15, df[["impl", "seconds"]]
+    assert slowlink.SlowLinkBytes(cmp).checks()["wire_bytes_match_payload"], bt
+    # at 10 MB/s per uplink the link dominates: flat ring 1.5 MiB across each uplink vs hierarchical 1 MiB
+    _assert_hierarchical_faster(cmp)
 
 
 @pytest.mark.slow
@@ -240,32 +251,41 @@ def test_wire_counters_see_only_the_measured_call_when_a_reader_is_late():
         results = launch(worker.run_tasks, 4, "gloo", timeout_s=120, kwargs=dict(tasks=[("bench", bench)]))
     cmp = comparison.Comparison(tuple(results[0][0]), "netns", text, 4, 2, 0.01)
     bt = cmp.bytes_table()
-    rest = bt["wire_total"] - bt["wire_resent_at_most"] - bt["wire_headers_at_most"]
-    assert (rest <= 1.05 * bt["counted_total"] + 64 * 1024).all(), bt
+    assert slowlink.SlowLinkBytes(cmp).checks()["wire_bytes_match_payload"], bt
 
 
 @pytest.mark.slow
 def test_emulated_link_straggler_and_process_level_in_one_launch():
+    size, rate_GBps, delay_s = 1 * MiB, 0.02, 0.3
     live = comparison.run_live(
         4,
         2,
-        compare_sizes=[256 * 1024],
+        compare_sizes=[size],
         ladder_sizes=[4096, 1 << 20],
-        straggler_delay=(2, 0.3),
+        straggler_delay=(2, delay_s),
         slow_link="emulated",
-        rate_GBps=0.005,
+        rate_GBps=rate_GBps,
         repeats=3,
     )
     cmp = live.comparison
     assert cmp.slow_link == "emulated" and cmp.slow_link_text.startswith("emulated:")
     _assert_comparison(cmp)
-    assert cmp.speedup() > 1.15
+    # The flat ring's one crossing rank per group sends 2(N-1) chunks of S/N through its group's uplink, each
+    # after the last has left; a send may start early by at most the bucket (BURST_BYTES), however long the rank
+    # was paused, so no call is faster than this, whatever the load (S/N = 256 KiB, 4 x BURST_BYTES: a floor of 59 ms)
+    world, chunk = cmp.world_size, size // cmp.world_size
+    floor_s = 2 * (world - 1) * (chunk - SharedUplink.BURST_BYTES) / (rate_GBps * 1e9)
+    assert _fastest(cmp, "flat_ring") >= floor_s
+    # ... and the hierarchical all-reduce, 1 MiB across each uplink per call to the flat ring's 1.5 MiB, is faster
+    _assert_hierarchical_faster(cmp)
     assert [n for n in live.processes.nbytes] == [4096, 1 << 20] and min(live.processes.bandwidth_GBps) > 0
     s = live.straggler.set_index("rank")
-    assert s.loc[2, "delayed"] and s.loc[2, "in_collective_s"] < 0.2
-    # nobody left the all_reduce before rank 2 entered it (on the shared monotonic clock) ...
+    # the late rank spends less time inside the all_reduce than every rank that waited for it ...
+    assert s.loc[2, "delayed"] and s.loc[2, "in_collective_s"] < s.drop(index=2)["in_collective_s"].min(), s
+    # ... nobody left the all_reduce before rank 2 entered it (on the shared monotonic clock) ...
     assert (s["left_early"] == 0).all(), s
-    assert s.loc[2, "total_s"] >= 0.3
+    # ... and its own time from the barrier includes its sleep
+    assert s.loc[2, "total_s"] >= delay_s
 
 
 def test_tcp_retransmitted_segments_reads_this_namespaces_counter():

@@ -38,6 +38,11 @@ MTU = 9000
 FRAME_BYTES = MTU + 14
 #: The most header one TCP/IPv4 frame carries: Ethernet 14 + IPv4 20 + TCP 20 + at most 40 of TCP options.
 MAX_HEADER_BYTES = 14 + 20 + 20 + 40
+#: The wire check (SlowLinkBytes.checks, and the tests): what left a namespace's uplink, less what TCP resent and
+#: every frame's headers, is the payload plus the two barriers around the measured call (a few hundred bytes) —
+#: under 5% above the payload. More means other traffic fell inside the count (as when the next timing loop's
+#: warm-up crossed before a late counter read: 6.4% in one CI run, fixed in 8abdd4d).
+WIRE_SLACK = 0.05
 #: tbf queue: 200 ms of data (at least 1 MiB) — deep enough that TCP is not starved by drops.
 QUEUE_S, MIN_QUEUE_BYTES = 0.2, 1 << 20
 #: tbf bucket depth: 64 KiB, or 10 ms of data at high rates (must exceed rate / kernel HZ).
@@ -263,7 +268,7 @@ class SlowLinkBytes:
         }
         wire = self._wire()
         if wire is not None:
-            out["wire_bytes_match_payload"] = bool(1.0 <= wire[0] and wire[1] < 1.05)
+            out["wire_bytes_match_payload"] = bool(1.0 <= wire[0] and wire[1] < 1 + WIRE_SLACK)
         return out
 
     def wire_text(self) -> str:
