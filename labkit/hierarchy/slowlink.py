@@ -39,7 +39,7 @@ FRAME_BYTES = MTU + 14
 #: The most header one TCP/IPv4 frame carries: Ethernet 14 + IPv4 20 + TCP 20 + at most 40 of TCP options.
 MAX_HEADER_BYTES = 14 + 20 + 20 + 40
 #: The wire check (SlowLinkBytes.checks, and the tests): what left a namespace's uplink, less what TCP resent and
-#: every frame's headers, is the payload plus the two barriers around the measured call (a few hundred bytes) —
+#: every frame's headers, is the payload plus the two barriers between the counter reads (worker._bytes_sent) —
 #: under 5% above the payload. More means other traffic fell inside the count (as when the next timing loop's
 #: warm-up crossed before a late counter read: 6.4% in one CI run, fixed in 8abdd4d).
 WIRE_SLACK = 0.05
@@ -254,7 +254,7 @@ class SlowLinkBytes:
             return None
         over = (bt["wire_total"] / bt["counted_total"]).max()
         # take off what TCP resent after the shaper dropped frames and every frame's headers (data, ACKs): what
-        # is left is the payload sent once, plus the few bytes of the barriers and the rank-0 gathers
+        # is left is the payload sent once, plus the few bytes of the two barriers between the counter reads
         rest = ((bt["wire_total"] - bt["wire_resent_at_most"] - bt["wire_headers_at_most"]) / bt["counted_total"]).max()
         return over, rest
 
