@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ... import cluster, collectives
 from ...cluster.views import H290
 from . import model, rules
 from .runs import Run, derive_world_size, load_runs
@@ -183,6 +184,27 @@ def explain_run(run: Run, runs: list[Run], **facts) -> dict:
         return {**out, "verdict": "invalid", "invalid_reasons": invalid, "causes": []}
     if op is None:
         raise ValueError(f"{run.label}: the log does not name its collective: give --op (e.g. --op all_reduce)")
+    if op not in cluster.OPS:  # alltoall, sendrecv: NCCL runs them as point-to-point sends, outside its tuning model
+        factor = collectives.BUS_FACTOR_WORDS.get(op)
+        raise ValueError(
+            f"{run.label}: labkit explain cannot judge {op}: NCCL runs it as point-to-point sends, which NCCL's "
+            f"tuning model (labkit.cluster's) does not cover; it judges {', '.join(cluster.OPS)}."
+            + (f" nccl-tests prints busbw = algbw x {factor} for it" if factor else "")
+            + (
+                "; across nodes compare that with one NIC's rate (sjeaugey, nccl-tests#267: 'Alltoall cannot "
+                "aggregate the bandwidth of multiple NICs, so the performance you should see is the performance of "
+                "a single NIC')"
+                if op == "alltoall"
+                else ""
+            )
+        )
+    if size < rules.LARGE_BYTES:
+        raise ValueError(
+            f"{run.label}: labkit explain cannot judge a sweep that stops at {rules.size_text(size)}: below "
+            f"{rules.size_text(rules.LARGE_BYTES)} a collective's time is mostly latency, not bandwidth, and its busbw "
+            f"({busbw:.2f} GB/s here) is printed to two decimals; give the log of a sweep to 8 GiB (-e 8G; sjeaugey, "
+            "nccl-tests#212: '256M is too small to reach peak bandwidth')"
+        )
     ctx, name, basis = context(run, op, **{k: v for k, v in facts.items() if k != "op"})
     expected, pick, nodes, system = ctx.expected, ctx.pick, ctx.nodes, ctx.system
     below = [
