@@ -46,7 +46,8 @@ FORMATS = tuple(READERS)
 SIGNATURES = {
     "nccl-tests": re.compile(
         r"#\s*nThread\s+\d+\s+nGpus|#\s*nccl-tests version|Collective test starting:|"
-        r"#?\s*size\s+(count\s+type\s+)?.*\btime\s+algbw\s+busbw\b|#\s*Avg bus bandwidth\s*:"
+        r"#?\s*size\s+(count\s+type\s+)?.*\btime\s+algbw\s+busbw\b|#\s*Avg bus bandwidth\s*:|"
+        r"^#\s*\(B\)\s+\(elements\)"  # the units line under the header: a paste may begin there
     ),
     "nvbandwidth": re.compile(
         r"nvbandwidth Version:|^Running \w+_(ce|sm)\.|^memcpy (CE|SM) (CPU|GPU)\(row\)|"

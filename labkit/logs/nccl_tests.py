@@ -236,6 +236,8 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
             continue
         if name == "count" and is_integer(tok) or name == "type" and _TYPE.match(tok) and not is_number(tok):
             lead[name], i = tok, i + 1
+        elif not tok:
+            return [], f"row cut short after {len(toks)} value(s): no {name} column and none after it"
         else:
             return [], f"{tok!r} in column {name} does not fit it"
     rest = toks[i:]

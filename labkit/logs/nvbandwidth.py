@@ -87,6 +87,10 @@ HOST = {
 }
 
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(\S+)")
+#: The command line a paste often shows above the output ('$ ./nvbandwidth -t ... -b 512'); not 'nvbandwidth Version:'.
+_COMMAND = re.compile(r"(?:^|[/\s])nvbandwidth(?:\s+-.*)?$")
+#: -b / --bufferSize, in MiB ('-b [ --bufferSize ] arg (=512) Memcpy buffer size in MiB', nvbandwidth README / -h).
+_BUFFER = re.compile(r"(?:^|\s)(?:-b|--bufferSize)(?:\s+|=)?(\d+)\b")
 _GIT = re.compile(r"^Built from Git version:\s*(\S*)")
 _CUDA = re.compile(r"^(CUDA Runtime Version|CUDA Driver Version(?: \(API\))?|Driver Version):\s*(.+)$")
 _DEVICE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9a-fA-F:.]+)\))?$")
@@ -100,14 +104,20 @@ _QUALIFIER = re.compile(r"\b(Read1|Read2|Write1|Write2|Total)\b")
 def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
     if (json_start := _json_start(lines)) is not None:
         return _parse_json(lines, json_start)
-    head: dict = {"devices": [], "waived": []}
+    head = _new_head()
     out, skipped = [], []
     testcase, i = None, 0
     started = None  # index of the 'Running' line whose testcase has printed no matrix yet
     while i < len(lines):
         ln, t = lines[i], lines[i].text
         if m := _VERSION.match(t):
+            if head.get("version"):  # a second run's header (several outputs pasted one after another)
+                head = _new_head()
             head["version"] = m.group(1)
+        elif _COMMAND.search(t) and not _RUNNING.match(t):
+            if head.get("version") or head["devices"]:  # the command of the next run
+                head = _new_head()
+            head["command"] = t
         elif m := _GIT.match(t):
             head["git_version"] = m.group(1)
         elif m := _CUDA.match(t):
@@ -139,12 +149,23 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             ds = _datasets(name, t, grid, sums, head, (ln.no, lines[i - 1].no))
             if isinstance(ds, str):
                 skipped.append(Skipped(ln.no, ln.raw, ds))
-            else:
-                out += ds
+                continue
+            for d in ds if problems else ():  # rows of this matrix were not read: what import-log calls 'incomplete'
+                d.meta["completeness"] = {
+                    "status": "incomplete",
+                    "missing": [f"{p.reason} (line {p.line})" for p in problems],
+                }
+            out += ds
             continue
         i += 1
     _no_result(lines, started, skipped)
     return out, skipped
+
+
+def _new_head() -> dict:
+    """What one run's header states; a new run (its command line or version line) starts a new one, so two
+    outputs pasted together do not share a device list."""
+    return {"devices": [], "waived": []}
 
 
 def _no_result(lines: list[Line], started: int | None, skipped: list) -> None:
@@ -192,6 +213,8 @@ def _datasets(testcase: str, desc: str, grid: list[list[str]], sums: dict, head:
     meta = _meta(head, testcase, desc, sums)
     label = f"nvbandwidth {testcase}" + (f" {qual}" if qual else "")
     key = re.sub(r"_(ce|sm)$", "", testcase)
+    if not grid:
+        return f"testcase {testcase!r} ({desc}): no complete matrix row under it (the output was cut)"
     if key not in HOST and "GPU(row)" in desc and "GPU(column)" in desc:
         rows = _p2p_rows(testcase, engine, unit, qual, grid)
         if isinstance(rows, str):
@@ -271,8 +294,12 @@ def _meta(head: dict, testcase: str, desc: str, sums: dict) -> dict:
         for k in ("CUDA Runtime Version", "CUDA Driver Version", "CUDA Driver Version (API)", "Driver Version")
         if head.get(k)
     ]
+    buffer = _BUFFER.search(head.get("command") or "")
     return {
         "tool": TOOL,
+        "command": head.get("command"),
+        "buffer_size_MiB": int(buffer.group(1)) if buffer else None,
+        **({"nbytes": int(buffer.group(1)) * 2**20} if buffer else {}),
         "testcase": testcase,
         "description": desc,
         "sum_printed": sums.get("SUM"),

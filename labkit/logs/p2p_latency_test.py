@@ -42,12 +42,16 @@ _TITLE = re.compile(
     r"^(Unidirectional|Bidirectional)?\s*P2P=(Enabled|Disabled)\s+(Bandwidth|Latency)"
     r"(?:\s*\(P2P (Writes|Reads)\))?\s+Matrix\s*\((GB/s|us)\)"
 )
+_TITLE_START = re.compile(r"^(Unidirectional|Bidirectional)\s+P2P=")
 _DEVICE = re.compile(
     r"Device:\s*(\d+),\s*([^,;]+?),\s*pciBusID:\s*([0-9a-fA-F]+)"
     r"(?:,\s*pciDeviceID:\s*([0-9a-fA-F]+))?(?:,\s*pciDomainID:\s*([0-9a-fA-F]+))?"
 )
 _ACCESS = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
 _BLOCK = {"D\\D": None, "GPU": "latency_gpu", "CPU": "latency_cpu"}
+#: Every matrix value is printed with printf("%6.02f ") (outputBandwidthMatrix / outputLatencyMatrix of the sample), so a
+#: value without exactly two decimals is not as the tool printed it: a line cut off mid-number ('375.6' of '375.61').
+_PRINTED_VALUE = re.compile(r"^-?\d+\.\d\d$")
 _TOPO_HEAD = re.compile(r"^\s*GPU0(\s+GPU\d+)*(\s+(NIC\d+|mlx\S+))*\s+(CPU Affinity|NUMA Affinity)?")
 
 
@@ -75,6 +79,7 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                 cur["titles"].add(key)
             cur["n"] = cur["n"] or n
             cur["rows"] += rows
+            cur["problems"] += problems
             cur["last"] = lines[i - 1].no if i else ln.no
             continue
         elif t.startswith("P2P Connectivity Matrix"):
@@ -95,6 +100,8 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                 cur["access"].append([int(am.group(1)), int(am.group(3)), am.group(2) == "CAN"])
             if "p2pBandwidthLatencyTest" in t or "--p2p_read" in t or "--numElems" in t:
                 cur["command"] = t
+            elif _TITLE_START.match(t):
+                skipped.append(Skipped(ln.no, ln.raw, "matrix title cut off (or not as the tool prints it): not read"))
         i += 1
     _start(runs, cur, 0)
     return [_dataset(r, topo, k) for k, r in enumerate(runs)], skipped
@@ -111,6 +118,7 @@ def _new_run(first: int) -> dict:
         "access": [],
         "command": None,
         "connectivity": None,
+        "problems": [],  # rows or blocks of its matrices that were cut off (also in `skipped`)
     }
 
 
@@ -146,12 +154,22 @@ def _matrix(lines: list[Line], i: int, title: re.Match) -> tuple[int, list[dict]
             cols, read_rows = [int(t) for t in toks[1:]], 0
         elif block is not None and toks and toks[0].isdigit() and len(toks) > 1:
             vals = toks[1:]
+            cut = next((v for v in vals if is_number(v) and not _PRINTED_VALUE.match(v)), None)
             if len(vals) != len(cols) or not all(is_number(v) for v in vals):
                 problems.append(
                     Skipped(
                         ln.no,
                         ln.raw,
                         f"{_what(block, direction)} row {toks[0]}: {len(vals)} values for {len(cols)} GPU columns",
+                    )
+                )
+            elif cut is not None:
+                problems.append(
+                    Skipped(
+                        ln.no,
+                        ln.raw,
+                        f"{_what(block, direction)} row {toks[0]}: value {cut!r} does not have the two decimals the "
+                        "tool prints (%6.02f): the line was cut off or edited",
                     )
                 )
             else:
@@ -261,6 +279,11 @@ def _dataset(run: dict, topology: str | None, index: int) -> LogDataset:
         "caveats": CAVEATS,
         "title": f"p2pBandwidthLatencyTest on {n}x {' / '.join(names) or 'GPU (names not printed)'}",
     }
+    if run["problems"]:  # a matrix cut short: what import-log reports as 'incomplete'
+        meta["completeness"] = {
+            "status": "incomplete",
+            "missing": [f"{p.reason} (line {p.line})" for p in run["problems"]],
+        }
     if m:
         meta["nbytes"] = 4 * int(m.group(1))  # --numElems counts 4-byte ints (the sample copies int buffers)
     if topology:
