@@ -18,6 +18,8 @@ H800_1411 = UNSEEN / "nccl_issue1411_h800x8_2node_crossnic0_cut_excerpt.txt"
 H20_1244 = UNSEEN / "nccl_issue1244_h20x16_nvlstree_cut_at_1KiB_excerpt.txt"
 TREE_232 = UNSEEN / "nccltests_issue232_h100_1gpu_per_node_tree_cut_excerpt.txt"
 ALLTOALL_2169 = UNSEEN / "nccl_issue2169_alltoall_h100x4_cut_excerpt.txt"
+A100_119 = UNSEEN / "nccltests_issue119_a100x8_3node_hdr_tail_rows_excerpt.txt"
+DOCA_319 = UNSEEN / "nccltests_issue319_h100x8_2node_doca_tail_rows_excerpt.txt"
 
 #: 8 V100 nodes on one 100 Gb/s InfiniBand NIC each (ngc7292 in nccl-tests#78: "8nodes which node have 8v100 and
 #: using IB network which bw is 100G/s").
@@ -108,6 +110,27 @@ def test_an_h800_ring_at_its_nvlink_bound_is_healthy():
     )
     assert r["verdict"] == "healthy" and r["causes"] == []
     assert r["world_size"] == 16
+
+
+def test_three_a100_nodes_at_four_hdr_nics_rate_are_healthy():
+    """nccl-tests#119, Yujaeseo 2022-11-17: 3 servers of 8 A100 SXM4 40GB and 4 HDR 200 Gb/s NICs, `-np 24`, peak
+    ~96 GB/s; sjeaugey: "24GB/s is the peak performance per 200G NIC ... so in your case 96GB/s is the target, which
+    you seem to reach, so from my perspective it's perfect". The excerpt is the table's last rows, with no header:
+    the 24 ranks are derived from busbw/algbw."""
+    (r,) = explain(str(A100_119), op="all_reduce", nodes=3, gpu="A100", nics_per_node=4, nic_GBps=25.0)
+    assert r["verdict"] == "healthy"
+    assert r["world_size"] == 24 and r["world_size_basis"].startswith("derived")
+
+
+def test_two_hgx_h100_nodes_at_one_nics_worth_are_below_expected_for_their_eight_nics():
+    """nccl-tests#319, tigerliao1019: 2 HGX H100 nodes with 8 CX-7 400 Gb/s NICs each (NCCL INFO's "nranks 16"),
+    44 GB/s busbw up to 16 GiB under DOCA ("performance ... is not good"). AddyLaddy: "You should achieve around
+    48GB/s from each CX7 NIC at 400Gbps ... aggregated to achieve up to ~396GB/s with the RING protocol", and check
+    ACS/IOMMU and that the channels are tagged GDRDMA. 44 GB/s is one NIC's worth of the eight."""
+    (r,) = explain(str(DOCA_319), op="all_reduce", nodes=2, gpu="H100", nics_per_node=8, nic_GBps=50.0)
+    assert r["verdict"] == "below_expected" and r["world_size"] == 16
+    first = r["causes"][0]
+    assert first["id"] == "nics_worth" and "one NIC's worth" in first["title"]
 
 
 def test_a_row_cut_mid_line_is_refused_naming_its_line():
