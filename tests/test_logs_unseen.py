@@ -115,6 +115,27 @@ def test_p2p_cut_matrix_title_is_named():
     assert e.line == 29 and "matrix title cut off" in e.reason
 
 
+def test_p2p_last_value_cut_to_an_integer_is_not_read():
+    """A 2-GPU run whose paste ends at '924' (of 924.xx): that row is not read (the whole row is skipped), the other
+    matrices and row 0 are."""
+    parsed = parse_log(UNSEEN / "p2p_tinygrad44_2xrtx4090_cut.md")
+    (ds,) = parsed
+    assert len(ds.frame) == 3 * 4 + 2 and ds.meta["gpu_count"] == 2
+    assert _cell(ds, "bandwidth_GBps", matrix="bandwidth_bi", p2p="enabled", src=0, dst=1) == "12.88"
+    assert _cell(ds, "bandwidth_GBps", matrix="bandwidth_uni", p2p="enabled", src=1, dst=1) == "945.63"
+    bi_on = ds.frame[(ds.frame["matrix"] == "bandwidth_bi") & (ds.frame["p2p"] == "enabled")]
+    assert set(bi_on["src"]) == {0}
+    assert "'924' does not have the two decimals" in _reasons(parsed)[32]
+    assert ds.meta["completeness"]["status"] == "incomplete"
+
+
+def test_p2p_matrices_with_editor_line_numbers_are_named_not_misread():
+    """Every line of this paste starts with vim's line number ('  3      0   2.61 ...'): read as printed, row '3' would
+    be GPU 3 and the GPU index a value. The reader reads none of it and says why, naming the first title."""
+    e = _refused("p2p_cudasamples230_4gpu_latency_vim_line_numbers.md")
+    assert e.line == 2 and "matrix title after '1' (a line number from an editor?)" in e.reason
+
+
 # --------------------------------------------------------------------------- bandwidthTest
 def test_bandwidthtest_cuda_10_1_range_mode_with_tabs():
     (ds,) = parse_log(UNSEEN / "bandwidthtest_helixer22_rtx2080ti_cuda10.1_range.txt")
@@ -153,6 +174,18 @@ def test_nccl_paste_that_starts_at_the_units_line():
     assert _cell(ds, "algbw_GBps", nbytes=8192, placement="in-place") == "0.24"
     assert set(ds.frame["wrong"]) == {"0e+00"} and set(ds.frame["redop"]) == {"sum"}
     assert "'0e' in column wrong is not a number" in _reasons(parsed)[13]
+
+
+def test_nccl_two_node_run_under_a_quoted_command():
+    """A complete 16-rank, 2-host run: the binary from the '> '-quoted mpirun block names the collective, the rank
+    lines give world size and nodes, and the sweep reaches the stated maxBytes."""
+    (ds,) = parse_log(UNSEEN / "nccl_a3mega_2node_16xh100_quoted_command.md")
+    assert ds.kind == "allreduce_sweep" and len(ds.frame) == 2 * 31
+    assert set(ds.frame["world_size"]) == {16} and set(ds.frame["nodes"]) == {2}
+    assert _cell(ds, "busbw_GBps", nbytes=8589934592, placement="out-of-place") == "338.82"
+    assert _cell(ds, "time_us", nbytes=2147483648, placement="in-place") == "12641"
+    assert ds.meta["completeness"]["status"] == "complete" and ds.meta["avg_busbw_printed"] == "70.742"
+    assert ds.meta["hosts"] == ["ztan-mig-235z", "ztan-mig-gq73"]
 
 
 def test_nccl_complete_large_message_run():

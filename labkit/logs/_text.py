@@ -48,6 +48,12 @@ class Skipped:
     reason: str
 
 
+def incomplete(problems: list[Skipped]) -> dict:
+    """meta['completeness'] of a table some of whose printed lines were not read (a paste cut off mid-matrix):
+    `labkit ref import-log` warns 'incomplete: missing ...' with these reasons, as for an nccl-tests run cut short."""
+    return {"status": "incomplete", "missing": [f"{p.reason} (line {p.line})" for p in problems]}
+
+
 #: A log bigger than this is refused: no tool writes that much, and reading it would be slow.
 MAX_LOG_BYTES = 64 * 1024 * 1024
 #: Share of control bytes (other than tab/newline/CR/ESC) above which input counts as binary.

@@ -32,7 +32,7 @@ import json
 import re
 
 from ._model import LogDataset
-from ._text import Line, Skipped, is_number, shift_decimal
+from ._text import Line, Skipped, incomplete, is_number, shift_decimal
 
 TOOL = "nvbandwidth"
 CAVEATS = (
@@ -88,7 +88,7 @@ HOST = {
 
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 #: The command line a paste often shows above the output ('$ ./nvbandwidth -t ... -b 512'); not 'nvbandwidth Version:'.
-_COMMAND = re.compile(r"(?:^|[/\s])nvbandwidth(?:\s+-.*)?$")
+_COMMAND = re.compile(r"^(?:\S*[$#>]\s*)?(?:\S*/)?nvbandwidth(?:\s+-.*)?$")
 #: -b / --bufferSize, in MiB ('-b [ --bufferSize ] arg (=512) Memcpy buffer size in MiB', nvbandwidth README / -h).
 _BUFFER = re.compile(r"(?:^|\s)(?:-b|--bufferSize)(?:\s+|=)?(\d+)\b")
 _GIT = re.compile(r"^Built from Git version:\s*(\S*)")
@@ -151,10 +151,7 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                 skipped.append(Skipped(ln.no, ln.raw, ds))
                 continue
             for d in ds if problems else ():  # rows of this matrix were not read: what import-log calls 'incomplete'
-                d.meta["completeness"] = {
-                    "status": "incomplete",
-                    "missing": [f"{p.reason} (line {p.line})" for p in problems],
-                }
+                d.meta["completeness"] = incomplete(problems)
             out += ds
             continue
         i += 1

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from ._model import LogDataset
-from ._text import Line, Skipped, common_indent, is_number
+from ._text import Line, Skipped, common_indent, incomplete, is_number
 
 TOOL = "p2pbandwidthlatencytest"
 COLUMNS = ("matrix", "p2p", "src", "dst", "bandwidth_GBps", "latency_us", "mode", "bandwidth_direction")
@@ -42,7 +42,9 @@ _TITLE = re.compile(
     r"^(Unidirectional|Bidirectional)?\s*P2P=(Enabled|Disabled)\s+(Bandwidth|Latency)"
     r"(?:\s*\(P2P (Writes|Reads)\))?\s+Matrix\s*\((GB/s|us)\)"
 )
-_TITLE_START = re.compile(r"^(Unidirectional|Bidirectional)\s+P2P=")
+#: What a matrix title starts with, for the lines that are not a whole title: cut off, or led by a line number that an
+#: editor or viewer added ('  1 P2P=Disabled Latency Matrix (us)').
+_TITLE_START = re.compile(r"^(\d+\s+)?(?:(?:Uni|Bi)directional\s+)?P2P=(?:Enabled|Disabled)\b")
 _DEVICE = re.compile(
     r"Device:\s*(\d+),\s*([^,;]+?),\s*pciBusID:\s*([0-9a-fA-F]+)"
     r"(?:,\s*pciDeviceID:\s*([0-9a-fA-F]+))?(?:,\s*pciDomainID:\s*([0-9a-fA-F]+))?"
@@ -100,8 +102,14 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                 cur["access"].append([int(am.group(1)), int(am.group(3)), am.group(2) == "CAN"])
             if "p2pBandwidthLatencyTest" in t or "--p2p_read" in t or "--numElems" in t:
                 cur["command"] = t
-            elif _TITLE_START.match(t):
-                skipped.append(Skipped(ln.no, ln.raw, "matrix title cut off (or not as the tool prints it): not read"))
+            elif tm := _TITLE_START.match(t):
+                why = (
+                    f"matrix title after {tm.group(1).strip()!r} (a line number from an editor?): the matrix is not "
+                    "read; paste the output as the tool printed it"
+                    if tm.group(1)
+                    else "matrix title cut off (or not as the tool prints it): not read"
+                )
+                skipped.append(Skipped(ln.no, ln.raw, why))
         i += 1
     _start(runs, cur, 0)
     return [_dataset(r, topo, k) for k, r in enumerate(runs)], skipped
@@ -280,10 +288,7 @@ def _dataset(run: dict, topology: str | None, index: int) -> LogDataset:
         "title": f"p2pBandwidthLatencyTest on {n}x {' / '.join(names) or 'GPU (names not printed)'}",
     }
     if run["problems"]:  # a matrix cut short: what import-log reports as 'incomplete'
-        meta["completeness"] = {
-            "status": "incomplete",
-            "missing": [f"{p.reason} (line {p.line})" for p in run["problems"]],
-        }
+        meta["completeness"] = incomplete(run["problems"])
     if m:
         meta["nbytes"] = 4 * int(m.group(1))  # --numElems counts 4-byte ints (the sample copies int buffers)
     if topology:
