@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.tools.explain import explain
+from labkit.tools.explain import explain, explain_run, load_runs
 
 UNSEEN = Path(__file__).parent / "fixtures" / "unseen"
 RING_252 = UNSEEN / "nccltests_issue252_h100x4_2node_ring_excerpt.txt"
@@ -131,6 +131,21 @@ def test_two_hgx_h100_nodes_at_one_nics_worth_are_below_expected_for_their_eight
     assert r["verdict"] == "below_expected" and r["world_size"] == 16
     first = r["causes"][0]
     assert first["id"] == "nics_worth" and "one NIC's worth" in first["title"]
+
+
+@pytest.mark.parametrize("name", ["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB"])
+def test_a_pcie_card_named_by_the_log_is_not_judged_as_its_sxm_part(name):
+    """The GPU names nccl-tests prints for PCIe cards in nccl#841 (Macsim2: 8x "NVIDIA A100 80GB PCIe", "not DGX")
+    and nccl-tests#293 ("NVIDIA A100-PCIE-40GB") contain the SXM part's token, A100, whose model has 12 NVLinks
+    through NVSwitch; NVSwitch is an HGX-baseboard part (NVIDIA AI Enterprise docs, NVSwitch platform support) and a
+    PCIe card's NVLink, where it has one, is a bridge joining a pair (nccl-tests#194's H100 PCIe). The rows are #252's;
+    only the name is the point: without --pcie-only or --nvlink-bandwidth explain says it cannot tell."""
+    run = load_runs(str(RING_252))[0]
+    run.gpu = name
+    with pytest.raises(ValueError, match="a PCIe card.*--pcie-only"):
+        explain_run(run, [run], op="all_reduce", nodes=1)
+    r = explain_run(run, [run], op="all_reduce", nodes=1, pcie_only=True)
+    assert r["system"]["intra_GBps"] == 0.0  # judged against PCIe, not NVLink
 
 
 def test_a_row_cut_mid_line_is_refused_naming_its_line():

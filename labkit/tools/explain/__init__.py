@@ -42,6 +42,11 @@ def _algorithm(run: Run, given: str | None) -> tuple[str | None, str]:
     return None, "not stated: the model's guess at NCCL's pick"
 
 
+#: GPU names of PCIe cards as NVIDIA prints them ('NVIDIA A100-PCIE-40GB', 'NVIDIA A100 80GB PCIe', 'NVIDIA H100 NVL'):
+#: the SXM part's token (A100, H100) without its NVLink/NVSwitch.
+_PCIE_CARD = re.compile(r"PCIE|\bNVL\b", re.IGNORECASE)
+
+
 def _hardware(run: Run, nodes: int, g: int, facts: dict):
     """(the System, how the user named it) from --system or the hardware flags; refuses what contradicts the log."""
     log_gpu = model.gpu_token(run.gpu)
@@ -72,6 +77,13 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
     if gpu and named and (model.gpu_token(gpu) or str(gpu).upper()) != (log_gpu or run.gpu.upper()):
         if not (log_gpu is None and str(gpu).upper() in run.gpu.upper()):
             raise ValueError(f"--gpu {gpu} contradicts the log: {run.label} states GPU {run.gpu}")
+    given_link = facts.get("pcie_only") or facts.get("nvlink_GBps") is not None
+    if not gpu and not given_link and _PCIE_CARD.search(run.gpu or ""):
+        raise ValueError(
+            f"{run.label} names {run.gpu.strip()}, a PCIe card: its GPUs talk over PCIe, or over NVLink bridges "
+            "joining pairs of cards, and the log does not say which; give --pcie-only, or --nvlink-bandwidth GB/s "
+            "per GPU per direction for bridged pairs (the model of the SXM part would expect NVLink between them all)"
+        )
     nic, k = facts.get("nic_GBps"), facts.get("nics_per_node")
     if nodes > 1 and (nic is None or k is None):
         raise ValueError(
