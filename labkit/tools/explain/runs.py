@@ -217,7 +217,10 @@ def load_runs(source: str) -> list[Run]:
         try:
             runs = from_log(p, text)
         except logs.LogFormatError as e:
-            raise ValueError(f"{e}: give an nccl-tests log (the output of all_reduce_perf and friends)") from None
+            raise ValueError(
+                f"{e}: give the whole output of an nccl-tests binary (all_reduce_perf and friends), to its "
+                "'# Avg bus bandwidth' line"
+            ) from None
         if not runs:
             raise ValueError(f"{source}: no nccl-tests table with a busbw column: give the full all_reduce_perf output")
         return runs
