@@ -188,6 +188,20 @@ def test_nccl_two_node_run_under_a_quoted_command():
     assert ds.meta["hosts"] == ["ztan-mig-235z", "ztan-mig-gq73"]
 
 
+def test_nccl_headerless_rows_and_a_last_row_cut_in_its_second_group():
+    """Rows pasted without any header (named with --format). The last row stops inside its in-place group: before the
+    fix its root '-1' was read as the time and every value moved one column (algbw '768.4'). Now the run's earlier
+    rows fix the layout (a root column), and a row that does not fit it is not read."""
+    name = "nccl_issue119_headerless_rows_cut.md"
+    assert _refused(name).line == 2  # no header or preamble: auto-detection finds no tool's output
+    parsed = parse_log(UNSEEN / name, "nccl-tests")
+    (ds,) = parsed
+    assert len(ds.frame) == 2 * 11 and 34603016 not in set(ds.frame["nbytes"])
+    assert set(ds.frame["root"]) == {-1} and not any(v.startswith("-") for v in ds.frame["time_us"])
+    assert _cell(ds, "busbw_GBps", nbytes=32505864, placement="out-of-place") == "81.60"
+    assert _reasons(parsed)[13].endswith("row not read")
+
+
 def test_nccl_complete_large_message_run():
     (ds,) = parse_log(UNSEEN / "nccl_issue252_ring_5rows_avg.md")
     assert len(ds.frame) == 10 and ds.meta["avg_busbw_printed"] == "95.3009"

@@ -127,6 +127,9 @@ class _Run:
         self.prev_size = -1
         self.avg = self.oob = None
         self.elided: list[int] = []
+        #: Without a header, whether this run's rows print a root column: the first whole row decides, so a row cut
+        #: short later cannot shift its values one column left (its root read as the time).
+        self.headerless_root: bool | None = None
 
 
 def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
@@ -227,8 +230,9 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
         tok = toks[i] if i < len(toks) else ""
         if name in ("redop", "root"):  # alltoall once printed an empty redop; old layouts had no root
             fits = (not is_number(tok) and tok != "N/A") if name == "redop" else bool(re.fullmatch(r"-?\d+", tok))
-            if name == "root" and fits and not run.names and (len(toks) - i) % gsize != 1:
-                fits = False  # headerless: a root is there only if it leaves whole groups after it
+            if name == "root" and fits and not run.names:  # headerless: as the run's rows so far, or if it
+                fits = run.headerless_root if run.headerless_root is not None else (len(toks) - i) % gsize == 1
+                # leaves whole groups after it
             if fits:
                 lead[name], i = tok, i + 1
             elif run.names and len(toks) == len(_expected(run.names)):
@@ -256,7 +260,11 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
             problem = problem or f"{where} columns cut short ({len(vals)} of {len(names)} values)"
             continue
         cell = dict(zip(names, vals))
-        bad = [n for n in ("time", "cputime", "algbw", "busbw") if n in cell and not is_number(cell[n])]
+        bad = [
+            n
+            for n in ("time", "cputime", "algbw", "busbw")
+            if n in cell and not (is_number(cell[n]) and not cell[n].startswith("-"))
+        ]
         bad += [
             n
             for n in ("wrong",)
@@ -271,7 +279,13 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
             )
         ]
         if bad:
-            problem = problem or f"{where}: {cell[bad[0]]!r} in column {bad[0]} is not a number"
+            v = cell[bad[0]]
+            what = (
+                "is negative (nccl-tests never prints that: the columns are shifted)"
+                if is_number(v)
+                else "is not a number"
+            )
+            problem = problem or f"{where}: {v!r} in column {bad[0]} {what}"
             continue
         records.append(
             {
@@ -287,8 +301,10 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
                 "wrong": cell.get("wrong"),
             }
         )
-    if not groups and len(rest) % gsize:
-        problem = problem or f"{len(rest) % gsize} value(s) after the last complete column group"
+    if not groups and len(rest) % gsize:  # without a header nothing says which values belong where: none is read
+        return [], problem or f"{len(rest) % gsize} value(s) after the last complete column group: row not read"
+    if not run.names and run.headerless_root is None and records and not problem:
+        run.headerless_root = "root" in lead
     return records, problem
 
 
