@@ -260,32 +260,8 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
             problem = problem or f"{where} columns cut short ({len(vals)} of {len(names)} values)"
             continue
         cell = dict(zip(names, vals))
-        bad = [
-            n
-            for n in ("time", "cputime", "algbw", "busbw")
-            if n in cell and not (is_number(cell[n]) and not cell[n].startswith("-"))
-        ]
-        bad += [
-            n
-            for n in ("wrong",)
-            if n in cell
-            and not (
-                cell[n] == "N/A"
-                or (
-                    re.fullmatch(r"\d+", cell[n])
-                    if run.names and "#wrong" in " ".join(run.raw_names)
-                    else is_number(cell[n])
-                )
-            )
-        ]
-        if bad:
-            v = cell[bad[0]]
-            what = (
-                "is negative (nccl-tests never prints that: the columns are shifted)"
-                if is_number(v)
-                else "is not a number"
-            )
-            problem = problem or f"{where}: {v!r} in column {bad[0]} {what}"
+        if bad := _bad_cell(cell, run):
+            problem = problem or f"{where}: {bad}"
             continue
         records.append(
             {
@@ -306,6 +282,22 @@ def _row(toks: list[str], run: _Run) -> tuple[list[dict], str | None]:
     if not run.names and run.headerless_root is None and records and not problem:
         run.headerless_root = "root" in lead
     return records, problem
+
+
+def _bad_cell(cell: dict, run: _Run) -> str | None:
+    """What is wrong with one group's values ('<value> in column <name> is ...'), or None. Times and bandwidths are
+    non-negative numbers; #wrong is a count (the old 'error' column a number), 'N/A' when validation was off."""
+    for name in ("time", "cputime", "algbw", "busbw"):
+        v = cell.get(name)
+        if v is not None and not is_number(v):
+            return f"{v!r} in column {name} is not a number"
+        if v is not None and v.startswith("-"):
+            return f"{v!r} in column {name} is negative (nccl-tests never prints that: the columns are shifted)"
+    v = cell.get("wrong")
+    counted = run.names and "#wrong" in " ".join(run.raw_names)
+    if v is not None and v != "N/A" and not (re.fullmatch(r"\d+", v) if counted else is_number(v)):
+        return f"{v!r} in column wrong is not a number"
+    return None
 
 
 class _Preamble:
