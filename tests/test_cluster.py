@@ -285,6 +285,59 @@ def test_pat_runs_all_gather_with_one_gpu_per_node_only():
         cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 1 << 20, op="all_gather", algorithm="pat")
 
 
+@pytest.mark.parametrize("nics", (1, 2, 4, 8))
+@pytest.mark.parametrize("nodes", (2, 4))
+@pytest.mark.parametrize("pcie_only", (False, True))
+def test_one_gpu_per_node_cannot_exceed_its_own_pcie_link(nics, nodes, pcie_only):
+    """With one GPU per node every channel enters and leaves the node over that GPU's PCIe link (topo.cc:613-614),
+    and NCCL's search charges bwInter per channel on every link of the path (search.cc:117): however many NICs, the
+    ring's and tree's network bandwidth stays within the link's rate as NCCL counts it (Gen5 x16 = 48 GB/s per
+    direction, topo.cc:657), and so does what a rank moves per direction: ring busbw, tree algbw."""
+    one = cluster.system_from_facts(gpus_per_node=1, gpu="H100", nics_per_node=nics, nic_GBps=50.0, pcie_only=pcie_only)
+    pcie = nccl.Topo(one, nodes).pcie
+    assert pcie == 48.0
+    graphs = nccl.graphs_for(nccl.Topo(one, nodes))
+    for name in ("ring", "tree"):
+        g = graphs[name]
+        assert g.channels * g.bw_inter <= pcie + 1e-9, (name, g)
+    ring = cluster.predict(one, nodes, 16 * GiB, algorithm="ring")
+    tree = cluster.predict(one, nodes, 16 * GiB, algorithm="tree")
+    assert ring.busbw_GBps <= pcie and tree.algbw_GBps <= pcie
+    assert tree.bound == "the GPU's PCIe link"
+    assert ring.bound == ("one NIC" if nics == 1 else "the GPU's PCIe link")  # one NIC: its PCIe link binds alike
+
+
+def test_nccl_tests_232_one_h100_per_node_four_ndr_nics():
+    """nccl-tests#232 (ProHuper, 2024-07-12): 2 nodes of one H100 SXM each (NV18 in the posted topology), 4 NDR NICs,
+    NCCL_ALGO=Tree, "busbw is 50, theoretical busbw should be 200". NCCL's search, by hand at 5067397c: the ring
+    finds 1 channel at 48 (the GPU's PCIe link holds one), ncclTopoDupChannels makes it 2 x 24 (search.cc:1036-1049,
+    :1258) and pass 2 cannot raise it (2 x 30 > 48); the tree is searched at the ring's 2 channels (init.cc:1184-1185):
+    24, then bwIntra raised to 2 x bwInter = 48, nothing inside the node carrying it (search.cc:1279-1282); one GPU
+    makes it a plain TREE (search.cc:1133), costed at 0.85 (tuning.cc:336). Tree: 2 x 48 x 0.92 = 88.3, capped at
+    2 x 41.4 (perChMaxTreeBw) = 82.8, x 0.85 = 70.4, algbw = half: 35.2 GB/s; ring: 2 x 24 = 48. Both a model; the
+    poster's 50 GB/s is one GPU's PCIe link, not four NICs."""
+    one = cluster.system_from_facts(gpus_per_node=1, gpu="H100", nics_per_node=4, nic_GBps=50.0)
+    graphs = nccl.graphs_for(nccl.Topo(one, 2))
+    assert (graphs["ring"].channels, graphs["ring"].bw_intra, graphs["ring"].bw_inter) == (2, 24.0, 24.0)
+    assert (graphs["tree"].channels, graphs["tree"].bw_intra, graphs["tree"].bw_inter) == (2, 48.0, 24.0)
+    tree = cluster.predict(one, 2, 16 * GiB, algorithm="tree")
+    assert tree.peak_busbw_GBps == pytest.approx(2 * 41.4 * 0.85 / 2)  # 2 ranks: busbw = algbw
+    assert tree.busbw_GBps == pytest.approx(35.2, abs=0.1)
+    pick = cluster.predict(one, 2, 16 * GiB)
+    assert (pick.algorithm, pick.peak_busbw_GBps) == ("ring", pytest.approx(48.0))
+
+
+def test_channel_duplication_keeps_channels_times_bandwidth():
+    """ncclTopoDupChannels (search.cc:1036-1049) doubles the channels and halves their bandwidth, except below 25 GB/s
+    and on SM90+ below 50 GB/s with more than 4 channels: an 8x H100 node's ring, 6 x 60 after pass 1 (18 NVLinks x
+    20.6 = 370.8 holds six), is 12 x 30; 2 nodes of it on 8 NDR NICs stay 8 x 48 (48 < 50, 8 > 4)."""
+    h100 = cluster.preset("h100_ndr_8nic")
+    one = nccl.graphs_for(nccl.Topo(h100, 1))["ring"]
+    two = nccl.graphs_for(nccl.Topo(h100, 2))["ring"]
+    assert (one.channels, one.bw_intra) == (12, 30.0)
+    assert (two.channels, two.bw_intra) == (8, 48.0)
+
+
 def test_one_node_bound_names_no_network():
     """A single node has no NIC in the path: no algorithm's bound may name one (the tree is a chain there)."""
     s = cluster.system_from_facts(gpus_per_node=8, gpu="H100", nics_per_node=0, nic_GBps=0)

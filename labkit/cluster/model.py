@@ -95,10 +95,19 @@ def _bound(t: nccl.Topo, algo: str, g: nccl.Graph) -> tuple[str, list[str]]:
         nic_cap = system.nics_per_node * math.floor(t.net_path / g.bw_inter + 1e-9) * g.bw_inter
         if g.channels * g.bw_inter >= nic_cap - 1e-6:
             return ("one NIC" if system.nics_per_node == 1 else "NIC sum"), notes
+        gpu_pcie = system.gpus_per_node * math.floor(t.pcie / g.bw_inter + 1e-9) * g.bw_inter
+        if g.channels * g.bw_inter >= gpu_pcie - 1e-6:  # every channel enters and leaves over a GPU's PCIe link
+            return ("the GPU's PCIe link" if system.gpus_per_node == 1 else "the GPUs' PCIe links"), notes
         return inside, notes
     if algo == "tree":
         if m == 1:  # no network: the tree is a chain through the node's GPUs
             return f"intra-node chain ({inside})", notes
+        if system.gpus_per_node == 1:
+            notes.append(
+                "one GPU per node: every channel crosses the GPU's PCIe link, NCCL's search makes the tree a plain "
+                "TREE (search.cc:1133) and its tuning costs that at 0.85 (tuning.cc:336)"
+            )
+            return "the GPU's PCIe link", notes
         if m == 2:
             notes.append(
                 "the 2-node tree: each node sends S (not 2(N-1)/N S) into the network, so busbw can read up to "

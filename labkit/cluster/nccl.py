@@ -16,12 +16,19 @@ device.h:LINE. Two stages, as in NCCL:
      `bwIntra` on the NVLink of every GPU that forwards it: g-1 of the g GPUs for a ring or chain
      through an NVSwitch (the last one hands the data to the NIC), every GPU once and the channel's
      head twice for NVLS (search.cc:410-443);
+   * every channel enters and leaves the node over a GPU's own PCIe link, which the search charges
+     bwInter per channel (followPath, search.cc:85-123): with one GPU per node, at most
+     floor(PCIe / bwInter) channels;
    * pass 1 keeps the graph with the most channels × bandwidth (search.cc:445-466), stops early once
-     nChannels × bwInter reaches totalBw (:1198); pass 2 raises the ring's bandwidth at the same
-     channel count (:1270-1273), raises `bwIntra` of trees and CollNet up to 2 × bwInter (:1279-1282,
-     "increase bwIntra for trees (2 nodes or collnet)"), and raises NVLS's `bwInter` up to
-     2 × bwIntra (:1274-1278); trees and CollNet chains get exactly the ring's channel count
-     (init.cc:1184-1185, :1193-1194).
+     nChannels × bwInter reaches totalBw (:1198); ncclTopoDupChannels then doubles the channels and
+     halves their bandwidth (:1036-1049, called at :1258; not for NVLS, bwIntra < 25, or SM90+ with
+     bwIntra < 50 and more than 4 channels); pass 2 raises the ring's bandwidth at that channel count
+     (:1255-1273), raises `bwIntra` of trees and CollNet up to 2 × bwInter (:1279-1282, "increase
+     bwIntra for trees (2 nodes or collnet)"), and raises NVLS's `bwInter` up to 2 × bwIntra
+     (:1274-1278); trees and CollNet chains are searched at exactly the ring's channel count
+     (init.cc:1184-1185, :1193-1194), so they take the fastest speed at which that many fit;
+   * with one GPU per node the tree is NCCL_TOPO_PATTERN_TREE (search.cc:1133), which NCCL's tuning
+     costs at 0.85 (tuning.cc:336).
    NCCL's PCIe path rate is width × GT/s-class / 80 (topo.cc kvDictPciGen: Gen4 x16 = 24, Gen5 x16 =
    48 GB/s); a NIC's rate is its line rate, Mb/s / 8000 (topo.cc:418).
 2. **The tuning model** (tuning.cc `ncclTopoTuneModel`, :243-618) turns each graph into a bus
@@ -156,6 +163,11 @@ def _chain_channels(t: Topo, s_intra: float, s_inter: float) -> int:
     cap = RING_MAX_CHANNELS
     if t.nodes > 1:
         cap = min(cap, t.system.nics_per_node * int(math.floor(t.net_path / s_inter + 1e-9)))
+        # Each channel enters the node from a NIC into a GPU, and leaves from a GPU to a NIC, over that GPU's own PCIe
+        # link (topo.cc:613-614, width x GT/s / 80 at :657); followPath deducts bwInter from every link of the path
+        # (search.cc:117) and refuses a link with less left (:113-115). With one GPU per node every channel
+        # crosses the same GPU link both ways: at most floor(PCIe / bwInter) channels.
+        cap = min(cap, g * int(math.floor(t.pcie / s_inter + 1e-9)))
     if g > 1:
         fwd = (g - 1) / g if t.nodes > 1 else 1.0  # one node: every GPU forwards (closed ring)
         if t.nvlink_total > 0 and not t.system.nvswitch and g > 2:
@@ -179,12 +191,11 @@ def _nvls_channels(t: Topo, s: float) -> int:
 
 
 def graph(t: Topo, pattern: str) -> Graph:
-    """Emulated outcome of search.cc ncclTopoCompute for `pattern` in ring, tree, collnet, nvls."""
+    """Emulated outcome of search.cc ncclTopoCompute for `pattern` "ring" or "nvls" (trees and CollNet chains:
+    `_fixed_channels`)."""
     node, g = t.system, t.system.gpus_per_node
     speeds = _speeds(t)
     total = t.intra_total
-    if pattern in ("tree", "collnet") and g > 1:
-        total *= g / (g - 1)  # search.cc:1168
     max_bw = t.net_path if t.nodes > 1 else (t.intra_path if g > 1 else 5000.0)
     if pattern == "nvls":
         if not (node.nvls and node.nvswitch and COMPCAP[node.arch] >= 90 and g > 1):
@@ -208,7 +219,7 @@ def graph(t: Topo, pattern: str) -> Graph:
             i -= 1
             inter = speeds[i]
         return Graph("nvls", n, s, inter)
-    # ring, tree (balanced tree), collnet chain
+    # ring: pass 1 keeps the most channels x bandwidth
     start = [s for s in speeds if s <= max_bw + 1e-9 and s <= total + 1e-9]
     best = None  # (channels, speed)
     for s in start:
@@ -223,17 +234,44 @@ def graph(t: Topo, pattern: str) -> Graph:
             break
     if best is None:
         return Graph(pattern, 1, 0.1, 0.1)  # search.cc:1289-1311: the fall-back graph
-    n, s = best
-    intra = inter = s
-    i = speeds.index(s)
-    if pattern == "ring":  # pass 2: raise both at the same channel count (search.cc:1270-1273)
-        while i > 0 and _chain_channels(t, speeds[i - 1], speeds[i - 1]) >= n:
-            i -= 1
-            intra = inter = speeds[i]
-    else:  # trees and collnet: raise bwIntra up to 2 x bwInter (search.cc:1279-1282)
-        while i > 0 and intra < 2 * inter and _chain_channels(t, speeds[i - 1], inter) >= n:
-            i -= 1
-            intra = speeds[i]
+    n, s = _dup_channels(t, *best, RING_MAX_CHANNELS)
+    # pass 2: from the duplicated graph, raise both at its channel count (search.cc:1255-1273)
+    i = next((k for k, v in enumerate(speeds) if v <= s + 1e-9), len(speeds) - 1)
+    while i > 0 and _chain_channels(t, speeds[i - 1], speeds[i - 1]) >= n:
+        i -= 1
+        s = max(s, speeds[i])
+    return Graph(pattern, n, s, s)
+
+
+def _dup_channels(t: Topo, n: int, s: float, max_channels: int) -> tuple[int, float]:
+    """ncclTopoDupChannels (search.cc:1036-1049), run on pass 1's graph (:1258): channels doubled (up to
+    maxChannels) and each one's bandwidth divided alike, unless bwIntra < 25, or SM90+ with bwIntra < 50 and more
+    than 4 channels. Channels x bandwidth stays the same; NCCL's per-channel caps (tuning.cc:328-335) see more channels."""
+    if s < 25.0 or (COMPCAP[t.system.arch] > 80 and s < 50.0 and n > 4):
+        return n, s
+    dup = min(2 * n, max_channels)
+    k = -(-dup // n)  # DIVUP
+    return dup, s / k
+
+
+def _fixed_channels(t: Topo, pattern: str, n: int) -> Graph:
+    """A tree or CollNet chain: NCCL searches it with minChannels = maxChannels = the ring's nChannels (init.cc:1184-1185,
+    :1193-1194), so pass 1 keeps the fastest speed at which n channels fit (a graph of fewer is not kept,
+    search.cc:448; n channels end the search, :635) and duplication cannot add any (search.cc:1042). The start speed
+    also needs speed x n <= totalBw (search.cc:1170-1173), totalBw x g/(g-1) for these patterns (:1168). Pass 2
+    raises bwIntra up to 2 x bwInter while the n channels still fit (:1279-1282): with one GPU per node nothing
+    inside the node carries bwIntra, so it reaches 2 x bwInter."""
+    g = t.system.gpus_per_node
+    speeds = _speeds(t)
+    total = t.intra_total * (g / (g - 1) if g > 1 else 1.0)
+    fits = [s for s in speeds if s <= t.net_path + 1e-9 and s * n <= total + 1e-9 and _chain_channels(t, s, s) >= n]
+    if not fits:
+        return Graph(pattern, 1, 0.1, 0.1)  # search.cc:1289-1311: the fall-back graph
+    inter = intra = fits[0]
+    i = speeds.index(inter)
+    while i > 0 and intra < 2 * inter and _chain_channels(t, speeds[i - 1], inter) >= n:
+        i -= 1
+        intra = speeds[i]
     return Graph(pattern, n, intra, inter)
 
 
@@ -301,6 +339,8 @@ def algo_bandwidth(t: Topo, coll: str, algo: str, proto: str, graphs: dict[str, 
         bus = min(bus / 3.8, ll_max)
     if algo == "tree" and proto == "ll128":  # :333-335
         bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), g.channels * PER_CH_MAX_TREE_LL128[cc][i2])
+    if algo == "tree" and t.system.gpus_per_node == 1:  # :336, maxTreePattern == NCCL_TOPO_PATTERN_TREE
+        bus *= 0.85  # one GPU per node: the search turns the balanced tree into a plain TREE (search.cc:1133)
     if algo == "pat":  # :337
         bus *= 0.75
     if algo == "collnet_direct":  # :340-350
@@ -420,11 +460,10 @@ def _graphs_for(t: Topo) -> dict[str, Graph]:
     ring = graph(t, "ring")
     out = {"ring": ring}
     if t.nodes > 1:
-        tree = graph(t, "tree")
-        # trees get exactly the ring's channel count (init.cc:1184-1185)
-        out["tree"] = dataclasses.replace(tree, channels=ring.channels) if tree.ok else tree
-        coll = graph(t, "collnet") if t.system.sharp else Graph("collnet", 0, 0.0, 0.0)
-        out["collnet"] = dataclasses.replace(coll, channels=ring.channels) if coll.ok else coll
+        out["tree"] = _fixed_channels(t, "tree", ring.channels)
+        out["collnet"] = (
+            _fixed_channels(t, "collnet", ring.channels) if t.system.sharp else Graph("collnet", 0, 0.0, 0.0)
+        )
     else:
         out["tree"] = dataclasses.replace(ring, pattern="tree")  # one node: the tree is a chain over the ring's links
         out["collnet"] = Graph("collnet", 0, 0.0, 0.0)
