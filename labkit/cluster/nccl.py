@@ -21,7 +21,7 @@ device.h:LINE. Two stages, as in NCCL:
      floor(PCIe / bwInter) channels;
    * pass 1 keeps the graph with the most channels × bandwidth (search.cc:445-466), stops early once
      nChannels × bwInter reaches totalBw (:1198); ncclTopoDupChannels then doubles the channels and
-     halves their bandwidth (:1036-1049, called at :1258; not for NVLS, bwIntra < 25, or SM90+ with
+     halves their bandwidth (:1036-1049, called at :1258; not for NVLS, bwIntra < 25, or ccMin > 80 with
      bwIntra < 50 and more than 4 channels); pass 2 raises the ring's bandwidth at that channel count
      (:1255-1273), raises `bwIntra` of trees and CollNet up to 2 × bwInter (:1279-1282, "increase
      bwIntra for trees (2 nodes or collnet)"), and raises NVLS's `bwInter` up to 2 × bwIntra
@@ -245,8 +245,9 @@ def graph(t: Topo, pattern: str) -> Graph:
 
 def _dup_channels(t: Topo, n: int, s: float, max_channels: int) -> tuple[int, float]:
     """ncclTopoDupChannels (search.cc:1036-1049), run on pass 1's graph (:1258): channels doubled (up to
-    maxChannels) and each one's bandwidth divided alike, unless bwIntra < 25, or SM90+ with bwIntra < 50 and more
-    than 4 channels. Channels x bandwidth stays the same; NCCL's per-channel caps (tuning.cc:328-335) see more channels."""
+    maxChannels) and each one's bandwidth divided by DIVUP(new, old), unless bwIntra < 25, or ccMin > 80 (Hopper and
+    later among labkit's GPUs) with bwIntra < 50 and more than 4 channels. Below maxChannels, channels x bandwidth
+    stays the same; NCCL's per-channel caps (tuning.cc:328-335) see more channels."""
     if s < 25.0 or (COMPCAP[t.system.arch] > 80 and s < 50.0 and n > 4):
         return n, s
     dup = min(2 * n, max_channels)
