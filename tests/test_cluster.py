@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from labkit import cluster, models, reference
-from labkit.cluster import nccl
+from labkit.cluster import nccl, search
 from labkit.cluster.validation import summary, validation
 
 GiB = 1 << 30
@@ -73,8 +73,8 @@ def test_small_messages_pick_a_low_latency_protocol_and_large_ones_simple():
     assert cluster.predict(s, 2, 8).protocol in ("ll", "ll128")
     assert cluster.predict(s, 2, 16 * GiB).protocol == "simple"
     # the ring's Simple latency across nodes is multiplied by 1.4 at large sizes (tuning.cc:647-650)
-    t = nccl.Topo(s, 2)
-    g = nccl.graphs_for(t)
+    t = search.Topo(s, 2)
+    g = search.graphs_for(t)
     c = next(c for c in nccl.table(t, "all_reduce", GiB, g) if (c.algo, c.proto) == ("ring", "simple"))
     assert c.time_us == pytest.approx(1.4 * c.latency_us + GiB / (1000 * c.bw_GBps))
 
@@ -294,9 +294,9 @@ def test_one_gpu_per_node_cannot_exceed_its_own_pcie_link(nics, nodes, pcie_only
     ring's and tree's network bandwidth stays within the link's rate as NCCL counts it (Gen5 x16 = 48 GB/s per
     direction, topo.cc:657), and so does what a rank moves per direction: ring busbw, tree algbw."""
     one = cluster.system_from_facts(gpus_per_node=1, gpu="H100", nics_per_node=nics, nic_GBps=50.0, pcie_only=pcie_only)
-    pcie = nccl.Topo(one, nodes).pcie
+    pcie = search.Topo(one, nodes).pcie
     assert pcie == 48.0
-    graphs = nccl.graphs_for(nccl.Topo(one, nodes))
+    graphs = search.graphs_for(search.Topo(one, nodes))
     for name in ("ring", "tree"):
         g = graphs[name]
         assert g.channels * g.bw_inter <= pcie + 1e-9, (name, g)
@@ -317,7 +317,7 @@ def test_nccl_tests_232_one_h100_per_node_four_ndr_nics():
     2 x 41.4 (perChMaxTreeBw) = 82.8, x 0.85 = 70.4, algbw = half: 35.2 GB/s; ring: 2 x 24 = 48. Both a model; the
     poster's 50 GB/s is one GPU's PCIe link, not four NICs."""
     one = cluster.system_from_facts(gpus_per_node=1, gpu="H100", nics_per_node=4, nic_GBps=50.0)
-    graphs = nccl.graphs_for(nccl.Topo(one, 2))
+    graphs = search.graphs_for(search.Topo(one, 2))
     assert (graphs["ring"].channels, graphs["ring"].bw_intra, graphs["ring"].bw_inter) == (2, 24.0, 24.0)
     assert (graphs["tree"].channels, graphs["tree"].bw_intra, graphs["tree"].bw_inter) == (2, 48.0, 24.0)
     tree = cluster.predict(one, 2, 16 * GiB, algorithm="tree")
@@ -332,8 +332,8 @@ def test_channel_duplication_keeps_channels_times_bandwidth():
     and on SM90+ below 50 GB/s with more than 4 channels: an 8x H100 node's ring, 6 x 60 after pass 1 (18 NVLinks x
     20.6 = 370.8 holds six), is 12 x 30; 2 nodes of it on 8 NDR NICs stay 8 x 48 (48 < 50, 8 > 4)."""
     h100 = cluster.preset("h100_ndr_8nic")
-    one = nccl.graphs_for(nccl.Topo(h100, 1))["ring"]
-    two = nccl.graphs_for(nccl.Topo(h100, 2))["ring"]
+    one = search.graphs_for(search.Topo(h100, 1))["ring"]
+    two = search.graphs_for(search.Topo(h100, 2))["ring"]
     assert (one.channels, one.bw_intra) == (12, 30.0)
     assert (two.channels, two.bw_intra) == (8, 48.0)
 

@@ -19,7 +19,7 @@ import math
 
 from .. import collectives
 from ..collectives import bus_factor
-from . import nccl
+from . import nccl, search
 from .system import System, system_from_facts
 
 GB = 1e9
@@ -81,7 +81,7 @@ def _check(system: System, nodes, nbytes, op: str) -> tuple[int, float]:
     return m, float(nbytes)
 
 
-def _bound(t: nccl.Topo, algo: str, g: nccl.Graph) -> tuple[str, list[str]]:
+def _bound(t: search.Topo, algo: str, g: search.Graph) -> tuple[str, list[str]]:
     """What limits `algo` on this topology, in words, and notes. NVLSTree and CollNet never reach here on one node:
     NCCL turns them off there (tuning.cc:502; init.cc:1469-1476), and so does `nccl.enabled`."""
     system, m = t.system, t.nodes
@@ -194,8 +194,8 @@ def _hierarchical(system: System, m: int, S: float, graphs: dict, one: dict) -> 
 
 
 def _candidates(system: System, m: int, S: float, op: str):
-    t = nccl.Topo(system, m)
-    graphs = nccl.graphs_for(t)
+    t = search.Topo(system, m)
+    graphs = search.graphs_for(t)
     return t, graphs, nccl.table(t, op, S, graphs)
 
 
@@ -216,7 +216,7 @@ def predict(
     if algorithm == "hierarchical":
         if op != "all_reduce":
             raise ValueError("the hierarchical algorithm is an all_reduce")
-        one = nccl.graphs_for(nccl.Topo(system, 1))
+        one = search.graphs_for(search.Topo(system, 1))
         sec, lat, bound = _hierarchical(system, m, S, graphs, one)
         return Prediction(
             op,

@@ -2,7 +2,7 @@
 
 Every rate is **per direction**, GB/s = 1e9 B/s. Line rates come from `labkit.specs` (cited there);
 what NCCL's tuning model makes of them (links × topo.h per-link rate, PCIe per generation) is
-`labkit.cluster.nccl.Topo`, a view of a System at a node count: each fact is stated here, once.
+`labkit.cluster.search.Topo`, a view of a System at a node count: each fact is stated here, once.
 """
 
 from __future__ import annotations
