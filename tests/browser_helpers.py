@@ -288,13 +288,17 @@ class LabServer:
     def kernels(self) -> list[dict]:
         return self.api("GET", "/api/kernels")
 
-    def shutdown_kernels(self) -> None:
+    def shutdown_kernel(self, kernel_id: str) -> None:
+        """Shut one kernel down (the other notebooks' kernels keep running)."""
         self.remember_children()
+        try:
+            self.api("DELETE", f"/api/kernels/{kernel_id}", timeout=30)
+        except (OSError, urllib.error.URLError):
+            pass
+
+    def shutdown_kernels(self) -> None:
         for k in self.kernels():
-            try:
-                self.api("DELETE", f"/api/kernels/{k['id']}", timeout=30)
-            except (OSError, urllib.error.URLError):
-                pass
+            self.shutdown_kernel(k["id"])
 
     def stop(self) -> list[str]:
         """Stop everything this server started; returns descriptions of processes that had to be killed."""
@@ -354,12 +358,65 @@ def open_notebook(page, server: LabServer, name: str, timeout_ms: int = 90_000) 
     wait_kernel_idle(page, timeout_ms)
 
 
+def open_another(page, name: str, timeout_ms: int = 90_000) -> None:
+    """Open `name` in a new tab of the JupyterLab already on `page` (the file browser's command); wait for its
+    cells and its kernel to be idle. It becomes the current tab."""
+    page.evaluate("async name => { await window.jupyterapp.commands.execute('docmanager:open', {path: name}); }", name)
+    page.wait_for_function(
+        """name => {
+        const w = window.jupyterapp.shell.currentWidget;
+        return !!w && !!w.context && w.context.path === name && !!w.node.querySelector('.jp-Cell');
+    }""",
+        arg=name,
+        timeout=timeout_ms,
+    )
+    wait_kernel_idle(page, timeout_ms)
+
+
+def current_tab(page) -> str:
+    """The id of the current tab's widget (what `show_tab` and `close_tab` take)."""
+    return page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+
+
+def show_tab(page, tab: str, timeout_ms: int = 30_000) -> None:
+    """Make `tab` the current tab (its notebook is then the one the page functions look at)."""
+    page.evaluate("id => window.jupyterapp.shell.activateById(id)", tab)
+    page.wait_for_function(
+        "id => { const w = window.jupyterapp.shell.currentWidget; return !!w && w.id === id && w.isVisible; }",
+        arg=tab,
+        timeout=timeout_ms,
+    )
+
+
+def close_tab(page, tab: str) -> None:
+    """Close `tab` without the "save your work?" dialog (its kernel keeps running: shut it down on the server)."""
+    page.evaluate(
+        """id => {
+        for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+            if (w.id !== id) continue;
+            if (w.context) w.context.model.dirty = false;
+            w.dispose();
+        }
+    }""",
+        tab,
+    )
+
+
 def kernel_status(page) -> str:
     """The notebook's kernel status as JupyterLab shows it ('idle', 'busy', 'starting', …)."""
     return page.evaluate("""() => {
         const w = window.jupyterapp.shell.currentWidget;
         const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
         return k ? k.status : 'no kernel';
+    }""")
+
+
+def kernel_id(page) -> str | None:
+    """The id of the notebook's kernel (what LabServer.shutdown_kernel takes)."""
+    return page.evaluate("""() => {
+        const w = window.jupyterapp.shell.currentWidget;
+        const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+        return k ? k.id : null;
     }""")
 
 
@@ -635,12 +692,14 @@ def screenshot_widget(page, index: int, path: Path) -> None:
         page.set_viewport_size(old)
 
 
-def screenshot_notebook(page, path: Path, max_height: int = 60_000) -> None:
-    """The whole notebook in one PNG: the header, then the notebook scrolled a window at a time and stitched."""
-    from PIL import Image  # Pillow comes with matplotlib
+#: The window is made this tall (at most) while the notebook is photographed: a notebook of 10-20k px then takes
+#: three to five scroll-and-capture rounds instead of 12-25 at the tests' 900 px (a second or two less).
+SCREENSHOT_WINDOW_PX = 4000
 
-    scroller = f"{NOTEBOOK.rsplit(' ', 1)[0]} .jp-WindowedPanel-outer"
-    geo = page.evaluate(f"""() => {{
+
+def _notebook_geometry(page, scroller: str) -> dict:
+    """Where the notebook's scrolling area is on screen, and how tall its cells are (scrolled back to the top)."""
+    return page.evaluate(f"""() => {{
         const s = document.querySelector('{scroller}');
         const cells = s.querySelectorAll('.jp-Cell');
         const r = s.getBoundingClientRect();
@@ -648,6 +707,30 @@ def screenshot_notebook(page, path: Path, max_height: int = 60_000) -> None:
         const last = cells.length ? cells[cells.length - 1].getBoundingClientRect().bottom - r.top + 24 : s.scrollHeight;
         return {{x: r.left, y: r.top, width: r.width, height: r.height, content: Math.min(s.scrollHeight, Math.ceil(last))}};
     }}""")
+
+
+def screenshot_notebook(page, path: Path, max_height: int = 60_000) -> None:
+    """The whole notebook in one PNG: the header, then the notebook scrolled a window at a time and stitched.
+
+    The window is stretched to hold up to SCREENSHOT_WINDOW_PX of the notebook at once, and put back after."""
+    scroller = f"{NOTEBOOK.rsplit(' ', 1)[0]} .jp-WindowedPanel-outer"
+    old = page.viewport_size
+    geo = _notebook_geometry(page, scroller)
+    around = old["height"] - geo["height"]  # menu, tabs, toolbar and status bar
+    tall = int(min(geo["content"], max_height, SCREENSHOT_WINDOW_PX) + around)
+    try:
+        if tall > old["height"]:
+            page.set_viewport_size({"width": old["width"], "height": tall})
+        _stitch(page, path, scroller, max_height)
+    finally:
+        page.set_viewport_size(old)
+
+
+def _stitch(page, path: Path, scroller: str, max_height: int) -> None:
+    from PIL import Image  # Pillow comes with matplotlib
+
+    _settle(page)
+    geo = _notebook_geometry(page, scroller)
     _settle(page)
     vp = page.viewport_size
     step = int(geo["height"])

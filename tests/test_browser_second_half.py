@@ -16,6 +16,7 @@ from test_browser import (  # noqa: F401 (fixtures, module-scoped: this file get
     chromium,
     lab,
     no_leftovers,
+    started,
     student_copies,
 )
 
@@ -24,5 +25,5 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.mark.timeout(TIMEOUT_S)
 @pytest.mark.parametrize("notebook", SECOND_HALF, ids=lambda p: p.stem)
-def test_notebook_in_jupyterlab(notebook: Path, lab, browser, student_copies, artifacts, record_property):  # noqa: F811
-    check_notebook_in_jupyterlab(notebook, lab, browser, student_copies, artifacts, record_property)
+def test_notebook_in_jupyterlab(notebook: Path, lab, started, artifacts, record_property):  # noqa: F811
+    check_notebook_in_jupyterlab(notebook, lab, started[notebook.stem], artifacts, record_property)
