@@ -17,6 +17,7 @@ labkit_venv test,lab,browser "$reinstall" pytest
 # the browser test's JupyterLab and Chromium — are set up once): one worker per CPU plus one, at most 4.
 # The extra worker fills the time the others wait (kernels starting, the browser, rank timeouts): on
 # 2 cores the suite took 249 s with 3 workers against 284-317 s with 2 (2026-11-23, 857 tests).
+# The files of browser, notebook and other slow tests start first (tests/conftest.py sets the order).
 # LABKIT_TEST_WORKERS=0 runs everything in this process.
 cpus=$(nproc 2>/dev/null || echo 2)
 workers=${LABKIT_TEST_WORKERS:-$(( cpus + 1 < 4 ? cpus + 1 : 4 ))}
