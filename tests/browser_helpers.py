@@ -389,9 +389,16 @@ def show_tab(page, tab: str, timeout_ms: int = 30_000) -> None:
 
 
 def close_tab(page, tab: str) -> None:
-    """Close `tab` without the "save your work?" dialog (its kernel keeps running: shut it down on the server)."""
+    """Close `tab` without the "save your work?" dialog (its kernel keeps running: shut it down on the server).
+
+    A dialog still open (a dead kernel's, say; `problems` reported it) is dismissed first: it is modal for the whole
+    page, and would stand in the way of the notebooks in the other tabs."""
     page.evaluate(
         """id => {
+        for (const d of Array.from(document.querySelectorAll('.jp-Dialog'))) {
+            const b = d.querySelector('.jp-Dialog-footer .jp-mod-reject') || d.querySelector('.jp-Dialog-footer button');
+            if (b) b.click();
+        }
         for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
             if (w.id !== id) continue;
             if (w.context) w.context.model.dirty = false;
