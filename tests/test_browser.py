@@ -254,13 +254,13 @@ def check_notebook_in_jupyterlab(notebook: Path, lab, started: Started, artifact
     if started.error:
         pytest.fail(f"{notebook.name}: could not open it in JupyterLab and click Run All Cells: {started.error}")
     page, results = started.page, started.results
-    bh.show_tab(page, started.tab)
     shot, widget_shot = artifacts / f"{notebook.stem}.png", artifacts / f"{notebook.stem}.widget.png"
     for old in (shot, widget_shot):
         old.unlink(missing_ok=True)
     failures, summary, stages = [], {}, {}
     t0 = time.monotonic()
     try:
+        bh.show_tab(page, started.tab)
         run = bh.wait_until_executed(page, max(10.0, RUN_TIMEOUT_S - (t0 - started.clicked)))
         # seen here, after the notebooks before this one were checked: an upper bound on the run's length
         summary["run_s"] = time.monotonic() - started.clicked
