@@ -96,3 +96,12 @@ def test_one_node_runs_each_printed_by_its_own_job_are_judged_as_one_node(tmp_pa
     assert all(rules.jobs_alone(r, runs) is None for r in runs)
     (r,) = explain(str(log), run=1, op="all_reduce", system="h100_ndr_8nic")
     assert r["verdict"] == "healthy" and r["nodes"] == 1
+
+
+def test_a_dataset_with_an_empty_busbw_cell_is_judged_not_refused_with_an_internal_error():
+    """nccl-tests#194's excerpt cut its 4 GiB in-place row after algbw: the dataset's busbw cell is empty (NaN). The
+    rank-count check skips that row; it raised "invalid literal for int() with base 10: 'n'" (NaN has no last
+    printed place)."""
+    (r,) = explain("nccl_allreduce_2xh100_pcie_nvlink_bridge_issue194", pcie_only=True)
+    assert r["world_size"] == 2 and r["verdict"] != "invalid"
+    assert r["size_bytes"] == 4 * 2**30  # the cut row's out-of-place value still counts

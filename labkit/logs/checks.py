@@ -172,7 +172,9 @@ def _half_unit(text: str) -> float:
         exp = Decimal(str(text).strip()).as_tuple().exponent
     except InvalidOperation:
         return float("nan")
-    return 0.5 * 10.0 ** int(exp)
+    if not isinstance(exp, int):  # 'nan', 'inf' (a cell the source left empty reads NaN): no printed place
+        return float("nan")
+    return 0.5 * 10.0**exp
 
 
 def rank_count(op: str, frame, bus_factor: Callable[[str, int], float], max_ranks: int = MAX_RANKS) -> RankCount:
