@@ -104,3 +104,24 @@ def _summary_quotes_the_run(n):
     assert "less with NCCL's two-node NVLSTree" in text
     assert n["model_h100_cliff_nccl_pick"] < n["model_h100_cliff_healthy_ring"]
     assert f"not ×{n['recorded_h100_cliff_1_to_2_nodes']:.0f}" in text
+
+
+def test_cliff_paragraph_quotes_the_ring_the_notebook_models():
+    """nb06's 'What the ratios say' quotes the healthy 2-node ring at the size the cliff cell models it (4 GiB: the
+    largest size #290 recorded on one node), the GB/s that cell prints, not the model at another size."""
+    import nbformat
+
+    from labkit import cluster
+    from labkit.cluster.views import h100_cliff
+    from labkit.tools.notebooks import find_notebook
+    from labkit.units import GiB
+
+    nb = nbformat.read(str(find_notebook("06_hierarchy_cliff")), as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "h100_cliff(ndr, 4 * GiB)" in code and 'cluster.preset("h100_ndr_8nic")' in code
+    c = h100_cliff(cluster.preset("h100_ndr_8nic"), 4 * GiB)
+    md = " ".join(" ".join(cell.source.split()) for cell in nb.cells if cell.cell_type == "markdown")
+    text = md[md.index("**What the ratios say.**") :]
+    quoted = f"÷{c.healthy_cliff:.2f} below one node with NVLS ({c.one:g} GB/s recorded → {c.healthy_ring:.0f} GB/s"
+    assert quoted in text, text[:1200]
+    assert f"NVLSTree, only ÷{c.pick_cliff:.2f} ({c.pick.busbw_GBps:.0f} GB/s)" in text
