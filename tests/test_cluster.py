@@ -303,8 +303,18 @@ def test_one_gpu_per_node_cannot_exceed_its_own_pcie_link(nics, nodes, pcie_only
     ring = cluster.predict(one, nodes, 16 * GiB, algorithm="ring")
     tree = cluster.predict(one, nodes, 16 * GiB, algorithm="tree")
     assert ring.busbw_GBps <= pcie and tree.algbw_GBps <= pcie
-    assert tree.bound == "the GPU's PCIe link"
     assert ring.bound == ("one NIC" if nics == 1 else "the GPU's PCIe link")  # one NIC: its PCIe link binds alike
+    assert tree.bound == ring.bound  # the tree is searched at the ring's channel count (init.cc:1184-1185)
+
+
+@pytest.mark.parametrize("nodes", (2, 4))
+def test_one_gpu_per_node_behind_a_slower_nic_is_held_by_the_nic_not_its_pcie_link(nodes):
+    """One A100 per node (PCIe Gen4 x16 = 24 GB/s as NCCL counts it) behind one 100 Gb/s NIC (12.5): the NIC holds
+    the ring's and the tree's channels (1 x 12 GB/s), and the GPU's 24 GB/s link has room left; both say so."""
+    one = cluster.system_from_facts(gpus_per_node=1, gpu="A100", nics_per_node=1, nic_GBps=12.5)
+    for algo in ("ring", "tree"):
+        p = cluster.predict(one, nodes, 16 * GiB, algorithm=algo)
+        assert p.bound == "one NIC", (algo, p.bound, p.notes)
 
 
 def test_nccl_tests_232_one_h100_per_node_four_ndr_nics():

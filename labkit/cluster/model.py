@@ -81,6 +81,19 @@ def _check(system: System, nodes, nbytes, op: str) -> tuple[int, float]:
     return m, float(nbytes)
 
 
+def _network_bound(t: search.Topo, g: search.Graph) -> str | None:
+    """What holds a multi-node graph's channels x bwInter, where the network path does: the NICs, or the GPUs' own
+    PCIe links every channel enters and leaves by (None: neither, the inside of the node)."""
+    system = t.system
+    nic_cap = system.nics_per_node * math.floor(t.net_path / g.bw_inter + 1e-9) * g.bw_inter
+    if g.channels * g.bw_inter >= nic_cap - 1e-6:
+        return "one NIC" if system.nics_per_node == 1 else "NIC sum"
+    gpu_pcie = system.gpus_per_node * math.floor(t.pcie / g.bw_inter + 1e-9) * g.bw_inter
+    if g.channels * g.bw_inter >= gpu_pcie - 1e-6:  # every channel enters and leaves over a GPU's PCIe link
+        return "the GPU's PCIe link" if system.gpus_per_node == 1 else "the GPUs' PCIe links"
+    return None
+
+
 def _bound(t: search.Topo, algo: str, g: search.Graph) -> tuple[str, list[str]]:
     """What limits `algo` on this topology, in words, and notes. NVLSTree and CollNet never reach here on one node:
     NCCL turns them off there (tuning.cc:502; init.cc:1469-1476), and so does `nccl.enabled`."""
@@ -90,15 +103,7 @@ def _bound(t: search.Topo, algo: str, g: search.Graph) -> tuple[str, list[str]]:
     if algo in ("nvls_tree", "collnet_direct", "collnet_chain"):
         assert m > 1, f"{algo} on one node: nccl.enabled lets it through"
     if algo == "ring":
-        if m == 1:
-            return inside, notes
-        nic_cap = system.nics_per_node * math.floor(t.net_path / g.bw_inter + 1e-9) * g.bw_inter
-        if g.channels * g.bw_inter >= nic_cap - 1e-6:
-            return ("one NIC" if system.nics_per_node == 1 else "NIC sum"), notes
-        gpu_pcie = system.gpus_per_node * math.floor(t.pcie / g.bw_inter + 1e-9) * g.bw_inter
-        if g.channels * g.bw_inter >= gpu_pcie - 1e-6:  # every channel enters and leaves over a GPU's PCIe link
-            return ("the GPU's PCIe link" if system.gpus_per_node == 1 else "the GPUs' PCIe links"), notes
-        return inside, notes
+        return (_network_bound(t, g) or inside) if m > 1 else inside, notes
     if algo == "tree":
         if m == 1:  # no network: the tree is a chain through the node's GPUs
             return f"intra-node chain ({inside})", notes
@@ -107,7 +112,7 @@ def _bound(t: search.Topo, algo: str, g: search.Graph) -> tuple[str, list[str]]:
                 "one GPU per node: every channel crosses the GPU's PCIe link, NCCL's search makes the tree a plain "
                 "TREE (search.cc:1133) and its tuning costs that at 0.85 (tuning.cc:336)"
             )
-            return "the GPU's PCIe link", notes
+            return _network_bound(t, g) or "the GPU's PCIe link", notes
         if m == 2:
             notes.append(
                 "the 2-node tree: each node sends S (not 2(N-1)/N S) into the network, so busbw can read up to "
