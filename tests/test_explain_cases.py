@@ -105,3 +105,10 @@ def test_a_dataset_with_an_empty_busbw_cell_is_judged_not_refused_with_an_intern
     (r,) = explain("nccl_allreduce_2xh100_pcie_nvlink_bridge_issue194", pcie_only=True)
     assert r["world_size"] == 2 and r["verdict"] != "invalid"
     assert r["size_bytes"] == 4 * 2**30  # the cut row's out-of-place value still counts
+
+
+def test_pcie_only_and_an_nvlink_bandwidth_together_are_refused():
+    """--pcie-only says the GPUs have no NVLink, --nvlink-bandwidth how much they have: explain judged the run at
+    PCIe and dropped the NVLink figure without a word."""
+    with pytest.raises(ValueError, match="--pcie-only .*or --nvlink-bandwidth .*not both"):
+        explain("nccl_allreduce_busbw_azure_ndh100v5", pcie_only=True, nvlink_GBps=100.0)

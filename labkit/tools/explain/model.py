@@ -105,6 +105,11 @@ def system_from_facts(*, gpu_printed: str = "", **facts) -> cluster.System:
     gpu, nvlink_GBps, pcie_only = facts.get("gpu"), facts.get("nvlink_GBps"), facts.get("pcie_only", False)
     if nvlink_GBps is not None and not nvlink_GBps > 0:
         raise ValueError(f"--nvlink-bandwidth must be > 0 (GB/s per GPU per direction), got {nvlink_GBps}")
+    if pcie_only and nvlink_GBps is not None:
+        raise ValueError(
+            "give --pcie-only (GPUs joined by PCIe only) or --nvlink-bandwidth (GB/s of NVLink per GPU per "
+            "direction), not both"
+        )
     if gpu is not None and gpu not in cluster.GPUS:
         gpu = None if nvlink_GBps is not None or pcie_only else gpu
     if gpu is None and nvlink_GBps is None and not pcie_only:
