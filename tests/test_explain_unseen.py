@@ -147,6 +147,8 @@ def test_a_pcie_card_named_by_the_log_is_not_judged_as_its_sxm_part(name):
     run.gpu = name
     with pytest.raises(ValueError, match="a PCIe card.*--pcie-only"):
         explain_run(run, [run], op="all_reduce", nodes=1)
+    with pytest.raises(ValueError, match="a PCIe card.*--pcie-only"):  # --gpu A100 says which part, not its links
+        explain_run(run, [run], op="all_reduce", nodes=1, gpu="A100")
     r = explain_run(run, [run], op="all_reduce", nodes=1, pcie_only=True)
     assert r["system"]["intra_GBps"] == 0.0  # judged against PCIe, not NVLink
 

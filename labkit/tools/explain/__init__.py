@@ -78,7 +78,7 @@ def _hardware(run: Run, nodes: int, g: int, facts: dict):
         if not (log_gpu is None and str(gpu).upper() in run.gpu.upper()):
             raise ValueError(f"--gpu {gpu} contradicts the log: {run.label} states GPU {run.gpu}")
     given_link = facts.get("pcie_only") or facts.get("nvlink_GBps") is not None
-    if not gpu and not given_link and _PCIE_CARD.search(run.gpu or ""):
+    if not given_link and _PCIE_CARD.search(run.gpu or ""):  # --gpu names the part, not how its cards are joined
         raise ValueError(
             f"{run.label} names {run.gpu.strip()}, a PCIe card: its GPUs talk over PCIe, or over NVLink bridges "
             "joining pairs of cards, and the log does not say which; give --pcie-only, or --nvlink-bandwidth GB/s "
