@@ -107,8 +107,9 @@ def _summary_quotes_the_run(n):
 
 
 def test_cliff_paragraph_quotes_the_ring_the_notebook_models():
-    """nb06's 'What the ratios say' quotes the healthy 2-node ring at the size the cliff cell models it (4 GiB: the
-    largest size #290 recorded on one node), the GB/s that cell prints, not the model at another size."""
+    """nb06's 'What the ratios say' quotes the healthy 2-node ring (and Part 4 the tree beside it) at the size the
+    cliff cell models it (4 GiB: the largest size #290 recorded on one node), the GB/s that cell prints, not the
+    model at another size."""
     import nbformat
 
     from labkit import cluster
@@ -125,3 +126,6 @@ def test_cliff_paragraph_quotes_the_ring_the_notebook_models():
     quoted = f"÷{c.healthy_cliff:.2f} below one node with NVLS ({c.one:g} GB/s recorded → {c.healthy_ring:.0f} GB/s"
     assert quoted in text, text[:1200]
     assert f"NVLSTree, only ÷{c.pick_cliff:.2f} ({c.pick.busbw_GBps:.0f} GB/s)" in text
+    # Part 4's tree paragraph quotes the same system at the same size
+    tree = cluster.predict(cluster.preset("h100_ndr_8nic"), 2, 4 * GiB, algorithm="tree").busbw_GBps
+    assert f"tree {tree:.0f} < ring {c.healthy_ring:.0f} (4 GiB)" in md
