@@ -121,3 +121,17 @@ def test_truncated_matrix_at_the_end_of_a_file():
     assert list(bi_on["src"]) == [0, 0]
     (skip,) = parsed.skipped
     assert "1 of 2 rows" in skip.reason
+
+
+def test_a_paste_cut_inside_a_matrix_title_is_marked_incomplete():
+    """Cut in the middle of the next matrix's title: the matrices above are read, and the run says that what followed
+    is missing (import-log warns 'incomplete'), as it does for a paste cut inside a matrix row."""
+    lines = (LOGS / "p2p_wohlbier_titanrtx_v100_reads.md").read_text().splitlines()
+    title = lines.index("Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)")
+    parsed = parse_log("\n".join([*lines[:title], "Bidirectional P2P=Disabled Band"]))
+    (ds,) = parsed
+    assert set(ds.frame["matrix"]) == {"bandwidth_uni"}
+    (skip,) = parsed.skipped
+    assert "matrix title cut off" in skip.reason
+    assert ds.meta["completeness"]["status"] == "incomplete"
+    assert ds.meta["completeness"]["missing"] == [f"{skip.reason} (line {skip.line})"]

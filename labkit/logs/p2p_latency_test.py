@@ -110,6 +110,7 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                     else "matrix title cut off (or not as the tool prints it): not read"
                 )
                 skipped.append(Skipped(ln.no, ln.raw, why))
+                cur["problems"].append(skipped[-1])  # the matrix under it is missing from this run
         i += 1
     _start(runs, cur, 0)
     return [_dataset(r, topo, k) for k, r in enumerate(runs)], skipped
@@ -126,7 +127,7 @@ def _new_run(first: int) -> dict:
         "access": [],
         "command": None,
         "connectivity": None,
-        "problems": [],  # rows or blocks of its matrices that were cut off (also in `skipped`)
+        "problems": [],  # rows, blocks or titles of its matrices that were cut off (also in `skipped`)
     }
 
 
