@@ -164,3 +164,13 @@ def test_short_row_is_skipped_the_rest_kept():
     assert _value(ds, 0, 4) == "22.64"  # printed row 4 stays row 4 after the skipped row
     (skip,) = parsed.skipped
     assert skip.line == 17 and "5 values for 6 columns" in skip.reason
+
+
+def test_a_matrix_whose_running_line_was_cut_out_is_named_by_its_own_sum_line():
+    """A paste that keeps 'Running host_to_device_memcpy_ce.' but not the next testcase's 'Running' line: the next
+    matrix is device_to_host (its SUM line says so), not a second host_to_device (the direction would be wrong)."""
+    lines = B300.read_text().splitlines()
+    lines.remove("Running device_to_host_memcpy_ce.")
+    h2d, d2h = list(parse_log("\n".join(lines[:23])))
+    assert h2d.meta["testcase"] == "host_to_device_memcpy_ce" and d2h.meta["testcase"] == "device_to_host_memcpy_ce"
+    assert set(d2h.frame["value"]) == {"57.29", "57.30"}

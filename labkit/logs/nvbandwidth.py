@@ -142,7 +142,9 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
                     sums[m.group(1)] = m.group(3)
                     sums.setdefault("key", m.group(2))
                 i += 1
-            name = testcase or _SUM_SUFFIX.sub("", sums.get("key", ""))  # a paste may cut 'Running ...' out
+            # the SUM line under the matrix names it; 'Running <testcase>.' may be an earlier matrix's (a paste can
+            # cut this one's out), so it names the matrix only where no SUM line does
+            name = _SUM_SUFFIX.sub("", sums.get("key", "")) or testcase
             if not name:
                 skipped.append(Skipped(ln.no, ln.raw, "matrix with no 'Running <testcase>.' or SUM line naming it"))
                 continue
