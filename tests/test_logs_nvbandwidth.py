@@ -174,3 +174,14 @@ def test_a_matrix_whose_running_line_was_cut_out_is_named_by_its_own_sum_line():
     h2d, d2h = list(parse_log("\n".join(lines[:23])))
     assert h2d.meta["testcase"] == "host_to_device_memcpy_ce" and d2h.meta["testcase"] == "device_to_host_memcpy_ce"
     assert set(d2h.frame["value"]) == {"57.29", "57.30"}
+
+
+def test_a_matrix_with_neither_running_nor_sum_line_after_a_finished_testcase_is_not_named_after_it():
+    """host_to_device is finished (its SUM line printed); the next matrix lost both its 'Running' and its SUM line: it is
+    skipped with the reason, not read as a second host_to_device matrix."""
+    lines = B300.read_text().splitlines()
+    lines.remove("Running device_to_host_memcpy_ce.")
+    (h2d,) = parsed = parse_log("\n".join(lines[:19]))  # cut under the device_to_host matrix, before its SUM
+    assert h2d.meta["testcase"] == "host_to_device_memcpy_ce"
+    (skip,) = parsed.skipped
+    assert skip.text == "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)" and "naming it" in skip.reason

@@ -145,6 +145,9 @@ def parse(lines: list[Line]) -> tuple[list[LogDataset], list[Skipped]]:
             # the SUM line under the matrix names it; 'Running <testcase>.' may be an earlier matrix's (a paste can
             # cut this one's out), so it names the matrix only where no SUM line does
             name = _SUM_SUFFIX.sub("", sums.get("key", "")) or testcase
+            part = _SUM_SUFFIX.search(sums.get("key", ""))  # Read1, Read2 / Write1, Write2 come before Total
+            if sums.get("key") and (part is None or part.group(1) == "total"):
+                testcase = None  # its last matrix is printed: a matrix below without 'Running' is not this testcase's
             if not name:
                 skipped.append(Skipped(ln.no, ln.raw, "matrix with no 'Running <testcase>.' or SUM line naming it"))
                 continue
