@@ -179,7 +179,9 @@ def add_folder_flag(parser: argparse.ArgumentParser, flag: str, help: str, **kw)
 
 def add_notebook_flags(parser: argparse.ArgumentParser) -> None:
     """`--quick` and `--timeout` of the commands that execute the notebooks (`labkit run`, `labkit site`)."""
-    parser.add_argument("--quick", action="store_true", help="run the notebooks with quick=True: smaller sweeps")
+    parser.add_argument(
+        "--quick", action="store_true", help="run the notebooks with quick=True: smaller live CPU sweeps"
+    )
     parser.add_argument(
         "--timeout",
         type=whole(1),

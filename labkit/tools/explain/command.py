@@ -21,7 +21,9 @@ def add_arguments(p) -> None:
         "log", nargs="?", help="an nccl-tests log file (any layout `labkit ref import-log` reads) or a dataset name"
     )
     p.add_argument("--op", help="the collective, where the log does not name it (e.g. all_reduce)")
-    flags.add_cluster_flags(p, nodes="where the log does not say", gpus_per_node="where the log does not say")
+    flags.add_cluster_flags(
+        p, nodes="those the run spanned, where the log does not say", gpus_per_node="where the log does not say"
+    )
     p.add_argument("--gpu", help="GPU model (H100, A100, H200, B200, GB200), where the log's Rank lines do not say")
     p.add_argument(
         "--nvlink-bandwidth",
