@@ -4,6 +4,7 @@ fact's origin; refused, naming what to give, where the log leaves a fact out or 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -32,6 +33,8 @@ def _op_from_file_name(path: Path) -> str | None:
 
 #: The collective a notebook shows, for a log that does not name its own (notebooks 05 and 06 draw all-reduce).
 KIND_OP = {"allreduce_sweep": "all_reduce"}
+#: The kinds an nccl-tests table can be (labkit.logs.nccl_tests: all_reduce, or another collective).
+NCCL_TESTS_KINDS = ("allreduce_sweep", "collective_sweep")
 #: How a user gives what a log leaves out: flags on the command line, parameters in a notebook.
 CLI, NOTEBOOK = "cli", "notebook"
 _FORMAT_CHOICES = "|".join(_logs.FORMATS)
@@ -204,6 +207,8 @@ def log_tables(
     """
     path = Path(path)
     parsed = _parse(path, fmt, asker)
+    if kind is not None and kind not in NCCL_TESTS_KINDS:  # a notebook asking for copies: no collective to settle
+        parsed = dataclasses.replace(parsed, datasets=tuple(p for p in parsed if p.tool != "nccl-tests"))
     fill = dict(fill or {})
     op = op or fill.pop("op", None)
     base = name or "".join(c if c.isalnum() else "_" for c in path.stem.lower()).strip("_") or "log"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import reference
 from ..fileio import atomic_write_text
+from ..logs import LogFormatError, parse_log
 from ..reference import closest
 
 #: Seconds one notebook cell may run before papermill gives up (`labkit run/site --timeout`).
@@ -53,7 +54,18 @@ def require_reference_exists(ref, flag: str = "reference=") -> None:
     """
     if ref is None:
         return
-    if Path(ref).exists() or reference.profile_path(ref) is not None or str(ref) in reference.list_datasets():
+    path = Path(ref)
+    if path.exists() and not (path.is_dir() or path.is_file()):  # /dev/null, a pipe: nothing to replay
+        raise FileNotFoundError(
+            f"{flag} {str(ref)!r} is neither a file nor a folder: give a log, a profile or a dataset"
+        )
+    if path.is_file() and path.suffix != ".csv" and not path.name.endswith(".meta.json"):
+        try:  # a log no reader can read fails here, once, rather than in every notebook's kernel
+            parse_log(path)
+        except LogFormatError as e:
+            raise ValueError(f"{flag} {e}") from None
+        return
+    if path.exists() or reference.profile_path(ref) is not None or str(ref) in reference.list_datasets():
         return
     if os.sep in str(ref) or Path(ref).suffix:  # a path
         raise FileNotFoundError(f"{flag} {str(ref)!r}: no such file or folder")
@@ -173,4 +185,6 @@ def export_html(ipynb: Path) -> Path:
 def run_notebooks(names=None, out_dir="artifacts/run", **kw) -> list[dict]:
     paths = [find_notebook(n) for n in names] if names else available()
     require_reference_exists(kw.get("reference"))  # before any kernel starts
+    if kw.get("reference") is not None and Path(kw["reference"]).exists():
+        kw["reference"] = str(Path(kw["reference"]).resolve())  # a kernel runs in the notebooks' folder, not here
     return [run_notebook(p, out_dir, **kw) for p in paths]
