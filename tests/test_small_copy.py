@@ -1,6 +1,7 @@
 """CPU tests of the small-copy timing method (simulated stream; behaviour only, never wall time)."""
 
 import pytest
+from stand_ins import NeverHeld
 
 from labkit import reference, timing
 from labkit.copies import small_copy as sc
@@ -31,21 +32,6 @@ def test_a_blocker_that_ends_too_early_is_detected_and_lengthened():
     _, r = run(issue_us=7.0, gpu_us=2.0, n=100, repeats=3, blocker_s=1e-4)
     assert r.retries == 3 and r.released_early == 0 and r.warnings == []
     assert r.gpu_median_s == pytest.approx(2.0e-6, rel=1e-9)  # every kept sample is valid
-
-
-class NeverHeld(timing.FakeStream):
-    """A stream whose start event always fires before the enqueue ends (a host descheduled mid-batch)."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.spins = []
-
-    def block(self, seconds):
-        self.spins.append(seconds)
-        super().block(seconds)
-
-    def query(self, event_t):
-        return True
 
 
 def test_after_three_doublings_an_early_sample_is_kept_and_warned_about():

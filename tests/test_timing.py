@@ -1,4 +1,5 @@
 import pytest
+from stand_ins import NeverHeld
 
 from labkit import timing
 
@@ -116,23 +117,8 @@ def test_time_cuda_measures_a_copy():
     assert m.timer == "cuda_event" and 0.5 < m.bandwidth_GBps < 1000
 
 
-class _AlwaysEarly(timing.FakeStream):
-    """The start event has always fired before the host finishes issuing (a host slower than any spin)."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.spins = []
-
-    def block(self, seconds):
-        self.spins.append(seconds)
-        super().block(seconds)
-
-    def query(self, event_t):
-        return True
-
-
 def test_a_spin_that_never_holds_does_not_grow_from_sample_to_sample():
-    s = _AlwaysEarly(issue_s=7e-6, gpu_copy_s=2e-6)
+    s = NeverHeld(issue_s=7e-6, gpu_copy_s=2e-6)
     r = timing.time_blocked(s, s.copy, calls=10, repeats=5, spin_s=1e-3)
     per_sample = [1e-3 * 2**k for k in range(timing.MAX_SPIN_RETRIES + 1)]
     assert s.spins == pytest.approx(per_sample * 5)  # bounded: each sample retries from the same spin
